@@ -1,0 +1,32 @@
+# Two commands do all set-up on a fresh clone: `make demo` and `make test`.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: install demo test lint unit bench dev-kafka-stop clean
+
+$(STAMP): pyproject.toml
+	@command -v $(PYTHON) >/dev/null || { echo "Python 3.11+ is required (apt-get install -y python3 python3-venv)"; exit 1; }
+	test -d $(VENV) || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e '.[dev,spark,bench]'
+	touch $(STAMP)
+
+install: $(STAMP)
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+
+unit: $(STAMP)
+	$(BIN)/pytest -q tests/unit
+
+# Lint, types, then every test: unit, real-broker integration, chaos, Spark, chart and image.
+test: lint
+	$(BIN)/pytest -q --durations=15
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,52 @@
+"""``eos-bridge dev-kafka start|stop|status``: a long-lived local broker for the demo and you."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from app.devkafka.cluster import LocalKafka, LocalKafkaError
+from app.devkafka.jars import EnvironmentProblem, cache_home
+
+DEFAULT_PORT = 19092
+
+
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Register ``dev-kafka`` on the top-level CLI."""
+    parser = sub.add_parser("dev-kafka", help="start/stop a local Kafka broker for development")
+    parser.add_argument("action", choices=["start", "stop", "status"])
+    parser.add_argument("--dir", type=Path, default=cache_home() / "dev-kafka")
+    parser.add_argument("--brokers", type=int, choices=[1, 3], default=1)
+    parser.add_argument("--port", type=int, default=DEFAULT_PORT, help="client port of broker 1")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Carry out one dev-kafka action; returns the exit code."""
+    existing = LocalKafka.attach(args.dir)
+    running = existing is not None and any(b.alive() for b in existing.brokers)
+    if args.action == "status":
+        if existing is None or not running:
+            print("dev-kafka: not running")
+            return 1
+        for b in existing.brokers:
+            print(f"broker {b.node_id}: {'up' if b.alive() else 'down'} pid={b.pid} {b.bootstrap}")
+        print(f"bootstrap: {existing.bootstrap}")
+        return 0
+    if args.action == "stop":
+        if existing is not None:
+            existing.stop()
+        print("dev-kafka: stopped")
+        return 0
+    if running and existing is not None:
+        print(f"dev-kafka: already running, bootstrap {existing.bootstrap}")
+        return 0
+    try:
+        cluster = LocalKafka(args.dir, args.brokers, tied_to_parent=False, first_port=args.port)
+        cluster.start()
+    except (EnvironmentProblem, LocalKafkaError) as exc:
+        print(f"dev-kafka: {exc}", file=sys.stderr)
+        return 2
+    print(f"dev-kafka: started, bootstrap {cluster.bootstrap} (stop: eos-bridge dev-kafka stop)")
+    return 0

@@ -1,0 +1,189 @@
+"""Small admin, seeding and read-to-end helpers shared by tests, ``verify``, the demo and bench."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+
+@dataclass(slots=True, frozen=True)
+class KafkaRecord:
+    """One record as read back from a topic."""
+
+    topic: str
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes | None
+    headers: tuple[tuple[str, bytes], ...]
+    timestamp: int
+
+    def header(self, name: str) -> bytes | None:
+        """Value of the last header called ``name``, if any."""
+        found = None
+        for key, value in self.headers:
+            if key == name:
+                found = value
+        return found
+
+
+def create_topic(
+    bootstrap: str,
+    name: str,
+    partitions: int = 1,
+    replication: int = 1,
+    config: Mapping[str, str] | None = None,
+    timeout: float = 30.0,
+) -> None:
+    """Create a topic and wait until its metadata shows every partition with a leader."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    spec = NewTopic(name, partitions, replication, config=dict(config or {}))
+    admin.create_topics([spec], operation_timeout=timeout)[name].result(timeout)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        meta = admin.list_topics(name, timeout=5).topics.get(name)
+        ready = meta is not None and meta.error is None and len(meta.partitions) == partitions
+        if ready and all(p.leader >= 0 for p in meta.partitions.values()):
+            return
+        time.sleep(0.1)
+    raise TimeoutError(f"topic {name!r} has no leader for every partition after {timeout}s")
+
+
+def partitions_of(bootstrap: str, topic: str, timeout: float = 10.0) -> list[int]:
+    """Partition ids of ``topic``; raises KeyError when the topic does not exist."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    meta = admin.list_topics(topic, timeout=timeout).topics.get(topic)
+    if meta is None or meta.error is not None:
+        raise KeyError(f"topic {topic!r} does not exist")
+    return sorted(meta.partitions)
+
+
+def seed(
+    bootstrap: str,
+    topic: str,
+    values: Sequence[bytes | None],
+    keys: Sequence[bytes | None] | None = None,
+    partition: int | None = None,
+    headers: Sequence[Sequence[tuple[str, bytes]]] | None = None,
+) -> None:
+    """Produce ``values`` (idempotently, acks=all) and fail loudly on any delivery error."""
+    producer = Producer(
+        {"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 5}
+    )
+    errors: list[str] = []
+
+    def on_delivery(err: Any, _msg: Any) -> None:
+        if err is not None:
+            errors.append(str(err))
+
+    for i, value in enumerate(values):
+        kwargs: dict[str, Any] = {"value": value, "on_delivery": on_delivery}
+        if keys is not None:
+            kwargs["key"] = keys[i]
+        if partition is not None:
+            kwargs["partition"] = partition
+        if headers is not None:
+            kwargs["headers"] = list(headers[i])
+        while True:
+            try:
+                producer.produce(topic, **kwargs)
+                break
+            except BufferError:
+                producer.poll(0.1)
+        producer.poll(0)
+    if producer.flush(60) != 0 or errors:
+        raise RuntimeError(f"seeding {topic!r} failed: {errors[:3] or 'flush timed out'}")
+
+
+def end_offsets(
+    bootstrap: str, topic: str, read_committed: bool = True, timeout: float = 10.0
+) -> dict[int, int]:
+    """Per-partition end offset: the last stable offset with read_committed, else high watermark."""
+    consumer = _consumer(bootstrap, read_committed)
+    try:
+        return {
+            p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout)[1]
+            for p in partitions_of(bootstrap, topic)
+        }
+    finally:
+        consumer.close()
+
+
+def committed_offsets(bootstrap: str, group: str, topic: str) -> dict[int, int]:
+    """The group's committed offset per partition (-1001 = none)."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
+    try:
+        tps = [TopicPartition(topic, p) for p in partitions_of(bootstrap, topic)]
+        return {tp.partition: tp.offset for tp in consumer.committed(tps, timeout=10)}
+    finally:
+        consumer.close()
+
+
+def read_all(
+    bootstrap: str,
+    topics: str | Iterable[str],
+    read_committed: bool = True,
+    timeout: float = 60.0,
+) -> list[KafkaRecord]:
+    """Every record of ``topics`` from the beginning up to the current end offsets.
+
+    Done is decided by the consumer position reaching the end offset of every partition, never
+    by "saw the last record": the last offset may be a transaction marker.
+    """
+    names = [topics] if isinstance(topics, str) else list(topics)
+    consumer = _consumer(bootstrap, read_committed)
+    try:
+        ends: dict[tuple[str, int], int] = {}
+        for name in names:
+            for p, end in end_offsets(bootstrap, name, read_committed).items():
+                if end > 0:
+                    ends[(name, p)] = end
+        consumer.assign([TopicPartition(t, p, 0) for t, p in ends])
+        records: list[KafkaRecord] = []
+        deadline = time.monotonic() + timeout
+        pending = set(ends)
+        while pending:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"read_all: partitions {sorted(pending)} not read to the end")
+            for msg in consumer.consume(num_messages=10_000, timeout=0.5):
+                if msg.error() is not None:
+                    raise KafkaException(msg.error())
+                records.append(_record(msg))
+            positions = consumer.position([TopicPartition(t, p) for t, p in pending])
+            pending = {
+                (tp.topic, tp.partition)
+                for tp in positions
+                if tp.offset < ends[(tp.topic, tp.partition)]
+            }
+        return [r for r in records if r.offset < ends[(r.topic, r.partition)]]
+    finally:
+        consumer.close()
+
+
+def _consumer(bootstrap: str, read_committed: bool) -> Consumer:
+    return Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "eos-bridge-reader",  # never joins or commits: assign() only
+            "enable.auto.commit": False,
+            "enable.partition.eof": False,
+            "isolation.level": "read_committed" if read_committed else "read_uncommitted",
+        }
+    )
+
+
+def _record(msg: Any) -> KafkaRecord:
+    return KafkaRecord(
+        topic=msg.topic(),
+        partition=msg.partition(),
+        offset=msg.offset(),
+        key=msg.key(),
+        value=msg.value(),
+        headers=tuple(msg.headers() or ()),
+        timestamp=msg.timestamp()[1],
+    )

@@ -1,0 +1,49 @@
+"""Shared fixtures: a real Kafka broker for the whole session, started by our own launcher.
+
+Set ``KAFKA_BOOTSTRAP`` to run the integration tests against a broker of your own instead
+(it needs ``auto.create.topics.enable=false`` semantics only for the misconfiguration tests).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from app.devkafka import LocalKafka
+from tests.support.kafka import KafkaFixture
+
+
+@pytest.fixture(scope="session")
+def kafka_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalKafka | None]:
+    """The session's broker (None when KAFKA_BOOTSTRAP points at an external one)."""
+    if os.environ.get("KAFKA_BOOTSTRAP"):
+        yield None
+        return
+    cluster = LocalKafka(tmp_path_factory.mktemp("kafka"), brokers=1)
+    cluster.start()
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+@pytest.fixture(scope="session")
+def kafka(kafka_cluster: LocalKafka | None) -> KafkaFixture:
+    """Factories for unique topics and groups, seeding and read-to-end on the session broker."""
+    bootstrap = os.environ.get("KAFKA_BOOTSTRAP") or (kafka_cluster and kafka_cluster.bootstrap)
+    assert bootstrap
+    return KafkaFixture(bootstrap)
+
+
+@pytest.fixture
+def cluster3(tmp_path: Path) -> Iterator[LocalKafka]:
+    """A private 3-broker cluster (RF 3, min ISR 2) for fault tests; stopped afterwards."""
+    cluster = LocalKafka(tmp_path / "kafka3", brokers=3, heap="512m")
+    cluster.start(timeout=120)
+    try:
+        yield cluster
+    finally:
+        cluster.stop()

@@ -1,0 +1,1 @@
+"""Test support: the Kafka fixture object and small waiting helpers."""

@@ -1,0 +1,86 @@
+"""The object behind the ``kafka`` fixture: unique names, topics, seeding, reading back."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from confluent_kafka import Consumer, Producer
+
+from app.devkafka import topics
+from app.devkafka.topics import KafkaRecord
+
+
+def wait_until(condition: Callable[[], bool], timeout: float, what: str, step: float = 0.1) -> None:
+    """Poll ``condition`` until it is true; fail with ``what`` after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(step)
+
+
+class KafkaFixture:
+    """Factories against one running cluster; every name it makes is unique per call."""
+
+    def __init__(self, bootstrap: str, replication: int = 1) -> None:
+        self.bootstrap = bootstrap
+        self.replication = replication
+
+    def unique(self, prefix: str) -> str:
+        return f"{prefix}-{uuid.uuid4().hex[:10]}"
+
+    def create_topic(
+        self,
+        name: str | None = None,
+        partitions: int = 1,
+        config: Mapping[str, str] | None = None,
+    ) -> str:
+        name = name or self.unique("topic")
+        topics.create_topic(self.bootstrap, name, partitions, self.replication, config)
+        return name
+
+    def seed(
+        self,
+        topic: str,
+        values: Sequence[bytes | None],
+        keys: Sequence[bytes | None] | None = None,
+        partition: int | None = None,
+        headers: Sequence[Sequence[tuple[str, bytes]]] | None = None,
+    ) -> None:
+        topics.seed(self.bootstrap, topic, values, keys, partition, headers)
+
+    def producer(self, **conf: Any) -> Producer:
+        return Producer({"bootstrap.servers": self.bootstrap, **conf})
+
+    def transactional_producer(self, txid: str | None = None, **conf: Any) -> Producer:
+        producer = self.producer(**{"transactional.id": txid or self.unique("txn"), **conf})
+        producer.init_transactions(30)
+        return producer
+
+    def consumer(
+        self, group: str | None = None, read_committed: bool = True, **conf: Any
+    ) -> Consumer:
+        return Consumer(
+            {
+                "bootstrap.servers": self.bootstrap,
+                "group.id": group or self.unique("group"),
+                "auto.offset.reset": "earliest",
+                "enable.auto.commit": False,
+                "isolation.level": "read_committed" if read_committed else "read_uncommitted",
+                **conf,
+            }
+        )
+
+    def read_all(
+        self, topic: str | Sequence[str], read_committed: bool = True, timeout: float = 60.0
+    ) -> list[KafkaRecord]:
+        return topics.read_all(self.bootstrap, topic, read_committed, timeout)
+
+    def end_offsets(self, topic: str, read_committed: bool = True) -> dict[int, int]:
+        return topics.end_offsets(self.bootstrap, topic, read_committed)
+
+    def committed_offsets(self, group: str, topic: str) -> dict[int, int]:
+        return topics.committed_offsets(self.bootstrap, group, topic)
