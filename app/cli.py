@@ -3,17 +3,60 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
+from app import logs
+from app.config import load_settings
 from app.devkafka import command as dev_kafka
+from app.errors import ConfigError
+
+
+def _settings(args: argparse.Namespace):  # type: ignore[no-untyped-def]
+    overrides = {}
+    if getattr(args, "pipeline", None):
+        overrides["pipeline"] = args.pipeline
+    return load_settings(args.config, **overrides)
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from app import runner
+
+    try:
+        settings = _settings(args)
+    except ConfigError as exc:
+        print(f"eos-bridge: {exc}", file=sys.stderr)
+        return runner.EXIT_CONFIG
+    logs.setup(settings.log_level, settings.log_format)
+    return runner.run(settings)
+
+
+def cmd_check_config(args: argparse.Namespace) -> int:
+    try:
+        settings = _settings(args)
+    except ConfigError as exc:
+        print(f"eos-bridge: {exc}", file=sys.stderr)
+        return 2
+    print(json.dumps(settings.masked(), indent=2, default=str))
+    return 0
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="eos-bridge", description="Exactly-once Kafka-to-Kafka bridge"
-    )
+    parser = argparse.ArgumentParser(prog="eos-bridge", description="Exactly-once Kafka bridge")
     sub = parser.add_subparsers(dest="command", required=True)
+
+    run = sub.add_parser("run", help="run the bridge (config from BRIDGE_* env / --config)")
+    run.add_argument("--config", type=Path, help="YAML/JSON config file (or BRIDGE_CONFIG_FILE)")
+    run.add_argument("--pipeline", help="Python pipeline as module:attr (or BRIDGE_PIPELINE)")
+    run.set_defaults(func=cmd_run)
+
+    check = sub.add_parser("check-config", help="print the effective config, secrets masked")
+    check.add_argument("--config", type=Path)
+    check.add_argument("--pipeline")
+    check.set_defaults(func=cmd_check_config)
+
     dev_kafka.add_parser(sub)
     return parser
 

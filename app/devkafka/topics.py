@@ -7,8 +7,15 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+
+
+_COORDINATOR_MOVING = {
+    KafkaError.NOT_COORDINATOR,
+    KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+    KafkaError.COORDINATOR_NOT_AVAILABLE,
+}
 
 
 @dataclass(slots=True, frozen=True)
@@ -114,12 +121,26 @@ def end_offsets(
         consumer.close()
 
 
-def committed_offsets(bootstrap: str, group: str, topic: str) -> dict[int, int]:
-    """The group's committed offset per partition (-1001 = none)."""
+def committed_offsets(
+    bootstrap: str, group: str, topic: str, timeout: float = 30.0
+) -> dict[int, int]:
+    """The group's committed offset per partition (-1001 = none).
+
+    Retries retriable errors (coordinator loading or moving) until ``timeout``.
+    """
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
+    deadline = time.monotonic() + timeout
     try:
         tps = [TopicPartition(topic, p) for p in partitions_of(bootstrap, topic)]
-        return {tp.partition: tp.offset for tp in consumer.committed(tps, timeout=10)}
+        while True:
+            try:
+                return {tp.partition: tp.offset for tp in consumer.committed(tps, timeout=10)}
+            except KafkaException as exc:
+                code = exc.args[0].code()
+                transient = exc.args[0].retriable() or code in _COORDINATOR_MOVING
+                if not transient or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)
     finally:
         consumer.close()
 

@@ -1,0 +1,118 @@
+"""Checkpoints: when to commit, and the commit itself in its numbered steps."""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+from confluent_kafka import TopicPartition
+
+from app.errors import CheckpointAborted
+from app.metrics import Metrics
+from app.output import Output
+from app.state.backend import StateBackend
+from app.transactions import Transactions
+
+log = logging.getLogger(__name__)
+
+
+class Checkpoint:
+    """Commits every ``interval`` seconds or ``every`` records (Quix Streams' rule), on
+    revoke and on shutdown. A checkpoint with nothing consumed commits nothing.
+
+    Args:
+        fault_abort_every: test-only; abort every k-th non-empty checkpoint instead.
+    """
+
+    def __init__(
+        self,
+        consumer: Any,
+        txn: Transactions,
+        output: Output,
+        state: StateBackend,
+        metrics: Metrics,
+        interval: float,
+        every: int,
+        flush_timeout: float,
+        fault_abort_every: int = 0,
+    ) -> None:
+        self._consumer = consumer
+        self._txn = txn
+        self._output = output
+        self._state = state
+        self._metrics = metrics
+        self._interval = interval
+        self._every = every
+        self._flush_timeout = flush_timeout
+        self._fault_abort_every = fault_abort_every
+        self._nonempty = 0
+        self._disabled = False
+        self.consumed = 0
+        self.started = time.monotonic()
+
+    def record(self, consumed: int) -> None:
+        self.consumed += consumed
+
+    def due(self) -> bool:
+        if self._state.needs_checkpoint():
+            return True
+        if self.consumed == 0:
+            return False
+        if self._every and self.consumed >= self._every:
+            return True
+        return time.monotonic() - self.started >= self._interval
+
+    def commit(self) -> None:
+        """Commit everything consumed since the last checkpoint, then open the next one.
+
+        Raises:
+            CheckpointAborted: the transaction must be aborted (the caller rewinds).
+            KafkaFatalError: fenced, fatal, or the commit outcome is unknown.
+        """
+        if self._disabled:
+            return
+        if self.consumed == 0:
+            self._restart_clock()  # empty: the open transaction holds nothing; keep it
+            return
+        started = time.perf_counter()
+        positions = self._positions()
+        # 1. changelog records for dirty state keys, inside the transaction
+        self._state.produce_changelogs(self._txn.producer, positions)
+        # 2. flush; any delivery error fails the checkpoint
+        self._output.flush(self._flush_timeout)
+        self._nonempty += 1
+        if self._fault_abort_every and self._nonempty % self._fault_abort_every == 0:
+            raise CheckpointAborted(f"fault injection: aborting checkpoint #{self._nonempty}")
+        # 3 + 4. input offsets into the transaction, commit
+        self._txn.commit([TopicPartition(t, p, o) for (t, p), o in positions.items()])
+        # 5. local state: one WriteBatch per partition (dirty keys + changelog offset)
+        self._state.after_commit()
+        # 6. the next transaction
+        self._txn.begin()
+        self._metrics.checkpoint_committed(time.perf_counter() - started, self.consumed)
+        self._restart_clock()
+
+    def disable(self) -> None:
+        """After a fatal error: never commit again (closing the consumer calls revoke)."""
+        self._disabled = True
+
+    def abandon(self) -> None:
+        """After an abort: forget the count; the caller rewinds to committed offsets."""
+        self._restart_clock()
+
+    def _restart_clock(self) -> None:
+        self.consumed = 0
+        self.started = time.monotonic()
+
+    def _positions(self) -> dict[tuple[str, int], int]:
+        """Next offset to read per assigned partition: position(), never last offset + 1
+        (positions step over transaction markers)."""
+        assignment = self._consumer.assignment()
+        if not assignment:
+            return {}
+        return {
+            (tp.topic, tp.partition): tp.offset
+            for tp in self._consumer.position(assignment)
+            if tp.offset >= 0
+        }

@@ -1,0 +1,210 @@
+"""Configuration: one pydantic-settings model, from env vars (``BRIDGE_``), a YAML/JSON file
+(``BRIDGE_CONFIG_FILE`` or ``--config``) and defaults, in that order of precedence.
+
+Validation turns every problem into one line naming the setting and its env var.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    YamlConfigSettingsSource,
+)
+
+from app.errors import ConfigError
+from app.kafka.defaults import FORCED_CONSUMER_KEYS, FORCED_PRODUCER_KEYS
+
+ENV_PREFIX = "BRIDGE_"
+KafkaValue = str | int | float | bool
+
+
+class BridgeSettings(BaseSettings):
+    """Every setting of the bridge. Env var = ``BRIDGE_`` + upper-cased name."""
+
+    model_config = SettingsConfigDict(
+        env_prefix=ENV_PREFIX, env_nested_delimiter="__", extra="forbid", frozen=True
+    )
+
+    bootstrap_servers: str = Field("127.0.0.1:19092", description="Kafka bootstrap servers")
+    input_topics: list[str] = Field(min_length=1, description="topics to read")
+    output_topic: str = Field(min_length=1, description="default output topic")
+    dlq_topic: str | None = Field(None, description="dead-letter topic; default <output>.dlq")
+    on_error: Literal["dlq", "fail"] = Field("dlq", description="what a bad record does")
+    record_retries: int = Field(2, ge=0, le=100, description="retries of a raising step")
+    max_output_bytes: int = Field(1_000_000, gt=0, description="larger outputs are dead-lettered")
+
+    group_id: str = Field("eos-bridge", min_length=1, description="consumer group")
+    instance_id: str = Field(
+        default_factory=socket.gethostname, description="stable per instance (pod name)"
+    )
+    transactional_id_prefix: str | None = Field(None, description="default: group_id")
+    processing_guarantee: Literal["exactly-once", "at-least-once"] = "exactly-once"
+    commit_interval: float = Field(1.0, gt=0, description="seconds between checkpoints")
+    commit_every: int = Field(0, ge=0, description="records per checkpoint (0 = off)")
+    transaction_timeout_ms: int = Field(60_000, ge=1000, le=900_000)
+    batch_size: int = Field(2000, ge=1, le=100_000, description="consume(num_messages=...)")
+    poll_timeout: float = Field(0.2, gt=0, le=5)
+    shutdown_timeout: float = Field(30.0, gt=0, description="final checkpoint deadline")
+    startup_timeout: float = Field(30.0, gt=0, description="broker reachability deadline")
+
+    state_dir: Path = Field(Path(".state"), description="RocksDB stores live here")
+    state_cache_max_bytes: int = Field(64 * 1024 * 1024, gt=0)
+
+    pipeline: str | None = Field(None, description="Python pipeline as module:attr")
+    pipeline_spec: Path | None = Field(None, description="declarative pipeline YAML")
+    input_format: Literal["json", "bytes"] = "json"
+
+    http_port: int = Field(9000, ge=0, le=65535, description="/metrics /livez /readyz; 0 = off")
+    http_host: str = "0.0.0.0"
+    log_format: Literal["text", "json"] = "text"
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+
+    sasl_username: str | None = None
+    sasl_password: SecretStr | None = None
+    kafka: dict[str, KafkaValue] = Field(default_factory=dict, description="librdkafka, both")
+    consumer: dict[str, KafkaValue] = Field(default_factory=dict, description="librdkafka")
+    producer: dict[str, KafkaValue] = Field(default_factory=dict, description="librdkafka")
+
+    # Test-only fault hook: abort every k-th non-empty checkpoint instead of committing it.
+    fault_abort_every: int = Field(0, ge=0)
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        sources: list[PydanticBaseSettingsSource] = [init_settings, env_settings]
+        config_file = os.environ.get(f"{ENV_PREFIX}CONFIG_FILE")
+        if config_file:
+            sources.append(YamlConfigSettingsSource(settings_cls, yaml_file=config_file))
+        return tuple(sources)
+
+    @field_validator("input_topics", mode="before")
+    @classmethod
+    def _split_topics(cls, value: Any) -> Any:
+        if isinstance(value, str) and not value.lstrip().startswith("["):
+            return [t.strip() for t in value.split(",") if t.strip()]
+        return value
+
+    @field_validator("consumer")
+    @classmethod
+    def _no_forced_consumer_keys(cls, value: dict[str, KafkaValue]) -> dict[str, KafkaValue]:
+        _refuse_forced(value, FORCED_CONSUMER_KEYS, "consumer")
+        return value
+
+    @field_validator("producer")
+    @classmethod
+    def _no_forced_producer_keys(cls, value: dict[str, KafkaValue]) -> dict[str, KafkaValue]:
+        _refuse_forced(value, FORCED_PRODUCER_KEYS, "producer")
+        return value
+
+    @field_validator("kafka")
+    @classmethod
+    def _no_forced_common_keys(cls, value: dict[str, KafkaValue]) -> dict[str, KafkaValue]:
+        _refuse_forced(value, FORCED_CONSUMER_KEYS | FORCED_PRODUCER_KEYS, "kafka")
+        return value
+
+    @model_validator(mode="after")
+    def _consistent(self) -> BridgeSettings:
+        if self.commit_interval * 1000 * 3 > self.transaction_timeout_ms:
+            raise ValueError(
+                f"commit_interval ({self.commit_interval}s) must stay well below "
+                f"transaction_timeout_ms ({self.transaction_timeout_ms} ms): at most a third "
+                f"of it, so a slow checkpoint never outlives its transaction. Lower "
+                f"BRIDGE_COMMIT_INTERVAL or raise BRIDGE_TRANSACTION_TIMEOUT_MS."
+            )
+        if self.pipeline and self.pipeline_spec:
+            raise ValueError("set either pipeline (module:attr) or pipeline_spec, not both")
+        if self.pipeline and ":" not in self.pipeline:
+            raise ValueError(f"pipeline must look like module:attr, got {self.pipeline!r}")
+        if self.output_topic in self.input_topics:
+            raise ValueError(f"output_topic {self.output_topic!r} is also an input topic")
+        return self
+
+    # ---- derived values --------------------------------------------------------------------
+
+    @property
+    def exactly_once(self) -> bool:
+        return self.processing_guarantee == "exactly-once"
+
+    @property
+    def dead_letter_topic(self) -> str:
+        return self.dlq_topic or f"{self.output_topic}.dlq"
+
+    @property
+    def transactional_id(self) -> str:
+        return f"{self.transactional_id_prefix or self.group_id}-{self.instance_id}"
+
+    def client_common(self) -> dict[str, KafkaValue]:
+        """librdkafka settings shared by both clients, credentials included (never logged)."""
+        common = dict(self.kafka)
+        if self.sasl_username is not None:
+            common["sasl.username"] = self.sasl_username
+        if self.sasl_password is not None:
+            common["sasl.password"] = self.sasl_password.get_secret_value()
+        return common
+
+    def masked(self) -> dict[str, Any]:
+        """The effective configuration with secrets masked, for ``check-config`` and logs."""
+        data = self.model_dump(mode="json")
+        for section in ("kafka", "consumer", "producer"):
+            data[section] = {
+                k: ("**********" if _secret_key(k) else v) for k, v in data[section].items()
+            }
+        data["dlq_topic"] = self.dead_letter_topic
+        data["transactional_id"] = self.transactional_id if self.exactly_once else None
+        return data
+
+
+def _secret_key(key: str) -> bool:
+    return any(word in key for word in ("password", "secret", "token", "key.pem"))
+
+
+def _refuse_forced(value: dict[str, KafkaValue], forced: frozenset[str], section: str) -> None:
+    clash = sorted(set(value) & forced)
+    if clash:
+        raise ValueError(
+            f"{section}.{clash[0]} is set by the bridge itself and cannot be overridden "
+            f"(forced keys: {', '.join(sorted(forced))})"
+        )
+
+
+def load_settings(config_file: Path | None = None, **overrides: Any) -> BridgeSettings:
+    """Build the settings or raise :class:`ConfigError` with one readable line per problem."""
+    if config_file is not None:
+        if not config_file.exists():
+            raise ConfigError(f"config file {config_file} does not exist (--config)")
+        os.environ[f"{ENV_PREFIX}CONFIG_FILE"] = str(config_file)
+    path = os.environ.get(f"{ENV_PREFIX}CONFIG_FILE")
+    if path and not Path(path).exists():
+        raise ConfigError(f"config file {path} does not exist ({ENV_PREFIX}CONFIG_FILE)")
+    try:
+        return BridgeSettings(**overrides)
+    except ValidationError as exc:
+        raise ConfigError(format_validation_error(exc)) from None
+
+
+def format_validation_error(exc: ValidationError) -> str:
+    """One line per problem: ``setting (ENV_VAR): what is wrong``."""
+    lines = ["invalid configuration:"]
+    for err in exc.errors():
+        loc = ".".join(str(part) for part in err["loc"])
+        msg = str(err["msg"]).removeprefix("Value error, ")
+        if not loc:
+            lines.append(f"  - {msg}")
+            continue
+        env = ENV_PREFIX + loc.split(".")[0].upper()
+        lines.append(f"  - {loc} ({env}): {msg}")
+    return "\n".join(lines)

@@ -1,0 +1,1 @@
+"""Kafka client wiring: forced settings, client construction, error classification."""

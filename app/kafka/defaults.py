@@ -1,0 +1,74 @@
+"""Every librdkafka setting the bridge forces, in one place.
+
+User settings (``kafka``, ``consumer``, ``producer`` maps of the config) are merged under these;
+a user value for a forced key is refused by config validation rather than silently overridden.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+# Keys the user may not set: they are what makes the bridge exactly-once.
+FORCED_CONSUMER_KEYS = frozenset(
+    {"group.id", "enable.auto.commit", "enable.auto.offset.store", "isolation.level"}
+)
+FORCED_PRODUCER_KEYS = frozenset(
+    {"transactional.id", "enable.idempotence", "acks", "transaction.timeout.ms"}
+)
+
+CONSUMER_DEFAULTS: dict[str, Any] = {
+    "auto.offset.reset": "earliest",
+    "enable.partition.eof": False,
+    # Fetch in large chunks: consume(num_messages=N) then returns full batches.
+    "fetch.wait.max.ms": 100,
+    "queued.min.messages": 20000,
+}
+
+PRODUCER_DEFAULTS: dict[str, Any] = {
+    "linger.ms": 5,
+    "batch.num.messages": 10000,
+    "compression.type": "none",
+    "message.max.bytes": 1_000_000 + 64 * 1024,
+}
+
+
+def consumer_config(
+    bootstrap: str, group_id: str, exactly_once: bool, common: dict[str, Any], extra: dict[str, Any]
+) -> dict[str, Any]:
+    """The consumer's librdkafka configuration."""
+    return {
+        **CONSUMER_DEFAULTS,
+        **common,
+        **extra,
+        "bootstrap.servers": bootstrap,
+        "group.id": group_id,
+        "enable.auto.commit": False,
+        "enable.auto.offset.store": False,
+        # read_committed also at-least-once: never forward another producer's aborted data.
+        "isolation.level": "read_committed",
+    }
+
+
+def producer_config(
+    bootstrap: str,
+    transactional_id: str | None,
+    transaction_timeout_ms: int,
+    errors_only_reports: bool,
+    common: dict[str, Any],
+    extra: dict[str, Any],
+) -> dict[str, Any]:
+    """The producer's librdkafka configuration (transactional when ``transactional_id``)."""
+    conf: dict[str, Any] = {
+        **PRODUCER_DEFAULTS,
+        **common,
+        **extra,
+        "bootstrap.servers": bootstrap,
+        "enable.idempotence": True,
+        "acks": "all",
+        # Without state, success reports carry nothing we need: skip them (hot-path cost).
+        "delivery.report.only.error": errors_only_reports,
+    }
+    if transactional_id is not None:
+        conf["transactional.id"] = transactional_id
+        conf["transaction.timeout.ms"] = transaction_timeout_ms
+    return conf

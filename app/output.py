@@ -1,0 +1,138 @@
+"""Output: serialize rows, produce them, dead-letter failures, latch delivery errors.
+
+Like Kafka Streams' RecordCollector: every record the bridge writes goes through here, into
+the producer's open transaction.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import orjson
+from confluent_kafka import KafkaException
+
+from app.errors import CheckpointAborted, OutputTooLarge, RecordError, StepError
+from app.kafka.errors import describe
+from app.pipeline.record import Row
+from app.pipeline.steps import Failure
+
+log = logging.getLogger(__name__)
+
+# Dead-letter headers (also documented in the README).
+H_TOPIC = "eos.dlq.source.topic"
+H_PARTITION = "eos.dlq.source.partition"
+H_OFFSET = "eos.dlq.source.offset"
+H_CLASS = "eos.dlq.error.class"
+H_MESSAGE = "eos.dlq.error.message"
+H_STEP = "eos.dlq.error.step"
+
+
+def encode_value(value: Any) -> bytes | None:
+    if value is None or isinstance(value, bytes):
+        return value
+    if isinstance(value, str):
+        return value.encode()
+    return orjson.dumps(value)
+
+
+def encode_key(key: Any) -> bytes | None:
+    if key is None or isinstance(key, bytes):
+        return key
+    return str(key).encode()
+
+
+class Output:
+    """Produces rows and dead letters into the open transaction of ``producer``."""
+
+    def __init__(
+        self,
+        producer: Any,
+        default_topic: str,
+        dlq_topic: str,
+        max_bytes: int,
+        topic_exists: Any,
+    ) -> None:
+        self._producer = producer
+        self._default_topic = default_topic
+        self._dlq_topic = dlq_topic
+        self._max_bytes = max_bytes
+        self._topic_exists = topic_exists  # callable(str) -> bool, cached by the caller
+        self._delivery_errors: list[str] = []
+
+    def on_delivery(self, err: Any, msg: Any) -> None:
+        """Producer-level delivery callback: latch failures; the checkpoint raises them."""
+        if err is not None:
+            self._delivery_errors.append(
+                f"{describe(err)} (topic {msg.topic()} partition {msg.partition()})"
+            )
+
+    def send(self, rows: list[Row]) -> list[Failure]:
+        """Produce ``rows``; returns those that cannot be written (too large, unknown route)."""
+        failures: list[Failure] = []
+        produce = self._producer.produce
+        default = self._default_topic
+        for row in rows:
+            payload = encode_value(row.value)
+            if payload is not None and len(payload) > self._max_bytes:
+                failures.append(
+                    Failure(row, "output", _too_large(row, len(payload), self._max_bytes))
+                )
+                continue
+            topic = row.topic or default
+            if topic is not default and not self._topic_exists(topic):
+                error = StepError(f"route target topic {topic!r} does not exist")
+                failures.append(Failure(row, "route", error))
+                continue
+            self._produce(produce, topic, payload, encode_key(row.key), row.headers)
+        self._producer.poll(0)
+        return failures
+
+    def dead_letter(self, failure: Failure) -> None:
+        """Write the failed record's original bytes to the DLQ with error headers."""
+        row, error = failure.row, failure.error
+        headers = list(row.headers or ())
+        headers += [
+            (H_TOPIC, row.source_topic.encode()),
+            (H_PARTITION, str(row.partition).encode()),
+            (H_OFFSET, str(row.offset).encode()),
+            (H_CLASS, type(error).__name__.encode()),
+            (H_MESSAGE, str(error)[:2000].encode()),
+            (H_STEP, failure.step.encode()),
+        ]
+        self._produce(
+            self._producer.produce, self._dlq_topic, row.raw, encode_key(row.key), headers
+        )
+
+    def flush(self, timeout: float) -> None:
+        """Wait for every delivery; raise :class:`CheckpointAborted` on any failure."""
+        remaining = self._producer.flush(timeout)
+        if remaining:
+            raise CheckpointAborted(f"{remaining} records not delivered within {timeout}s")
+        if self._delivery_errors:
+            first, count = self._delivery_errors[0], len(self._delivery_errors)
+            self._delivery_errors.clear()
+            raise CheckpointAborted(f"{count} delivery error(s), first: {first}")
+
+    def reset(self) -> None:
+        """Forget latched errors (after an abort they belong to the aborted transaction)."""
+        self._delivery_errors.clear()
+
+    def _produce(
+        self, produce: Any, topic: str, value: bytes | None, key: bytes | None, headers: Any
+    ) -> None:
+        while True:
+            try:
+                produce(topic, value, key, headers=headers)
+                return
+            except BufferError:
+                self._producer.poll(0.05)  # queue full: serve deliveries, then retry
+            except KafkaException as exc:
+                raise CheckpointAborted(f"produce to {topic!r} failed: {describe(exc)}") from exc
+
+
+def _too_large(row: Row, size: int, limit: int) -> RecordError:
+    return OutputTooLarge(
+        f"output of {row.source_topic}[{row.partition}]@{row.offset} is {size} bytes, "
+        f"over max_output_bytes={limit}"
+    )

@@ -1,0 +1,75 @@
+"""The Python pipeline API and the loader for ``--pipeline module:attr``."""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from typing import Any
+
+from app.errors import ConfigError
+from app.pipeline.steps import Apply, Filter, Step
+
+
+class Pipeline:
+    """A chain of steps, built fluently::
+
+    pipeline = (
+        Pipeline()
+        .filter(lambda v: v["amount"] > 0)
+        .map(lambda v: {"id": v["id"], "cents": int(v["amount"] * 100)})
+        .key_by(lambda v: v["user"])
+        .route(lambda v: "big" if v["cents"] > 10_000 else "small")
+    )
+    """
+
+    def __init__(self, steps: list[Step] | None = None) -> None:
+        self.steps: list[Step] = list(steps or [])
+
+    def then(self, step: Step) -> Pipeline:
+        """Append any step object (stateful steps come from :mod:`app.state.steps`)."""
+        self.steps.append(step)
+        return self
+
+    def filter(self, predicate: Callable[[Any], Any]) -> Pipeline:
+        return self.then(Filter(predicate))
+
+    def map(self, fn: Callable[[Any], Any]) -> Pipeline:
+        """Replace the value; None drops the record, a list fans out."""
+        return self.then(Apply(fn))
+
+    def key_by(self, fn: Callable[[Any], Any]) -> Pipeline:
+        return self.then(Apply(fn, target="key", name="key_by"))
+
+    def route(self, fn: Callable[[Any], str | None]) -> Pipeline:
+        """Choose the output topic per record (None = the configured output topic)."""
+        return self.then(Apply(fn, target="topic", name="route"))
+
+    @property
+    def stateful(self) -> bool:
+        return any(step.stateful for step in self.steps)
+
+    def __len__(self) -> int:
+        return len(self.steps)
+
+
+def as_pipeline(obj: Any) -> Pipeline:
+    """A :class:`Pipeline` as is; a plain callable ``value -> value | None | list`` as a map."""
+    if isinstance(obj, Pipeline):
+        return obj
+    if callable(obj):
+        return Pipeline().map(obj)
+    raise ConfigError(f"pipeline object {obj!r} is neither a Pipeline nor a callable")
+
+
+def load_pipeline(target: str) -> Pipeline:
+    """Import ``module:attr`` and turn it into a :class:`Pipeline`."""
+    module_name, _, attr = target.partition(":")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise ConfigError(f"pipeline {target!r}: cannot import {module_name!r}: {exc}") from None
+    try:
+        obj = getattr(module, attr)
+    except AttributeError:
+        raise ConfigError(f"pipeline {target!r}: module has no attribute {attr!r}") from None
+    return as_pipeline(obj)

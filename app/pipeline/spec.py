@@ -1,0 +1,155 @@
+"""Declarative pipelines: a YAML/JSON spec compiled to the same steps as the Python API.
+
+::
+
+    steps:
+      - filter: "amount > 0"
+      - map: {id: id, user: user, cents: "int(amount * 100)"}   # project to these fields
+      - set: {big: "amount > 100"}                               # add/replace fields
+      - drop: [debug]                                            # remove fields
+      - key_by: user
+      - route: "'payments-big' if big else None"                 # None = output_topic
+
+Stateful steps (``dedupe``, ``count``, ``sum``, ``window``) are registered by
+:mod:`app.state.steps` through :data:`STEP_COMPILERS`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from app.errors import ConfigError
+from app.pipeline.builder import Pipeline
+from app.pipeline.expressions import Expression
+from app.pipeline.record import Row
+from app.pipeline.steps import Apply, Filter, Step
+
+StepCompiler = Callable[[Any, str], Step]
+STEP_COMPILERS: dict[str, StepCompiler] = {}
+
+
+def step_compiler(name: str) -> Callable[[StepCompiler], StepCompiler]:
+    """Register a compiler for spec steps called ``name``."""
+
+    def register(fn: StepCompiler) -> StepCompiler:
+        STEP_COMPILERS[name] = fn
+        return fn
+
+    return register
+
+
+class _RowFilter(Filter):
+    """A filter whose predicate sees the whole row (expressions need key/headers)."""
+
+    def __call__(self, rows: list[Row], ctx: Any) -> list[Row]:
+        pred = self.predicate
+        kept = []
+        for r in rows:
+            ok, keep = ctx.guarded(self.name, r, pred)
+            if ok and keep:
+                kept.append(r)
+        return kept
+
+
+class _RowApply(Apply):
+    """An apply whose function sees the whole row."""
+
+    def __call__(self, rows: list[Row], ctx: Any) -> list[Row]:
+        fn = self.fn
+        out = []
+        for r in rows:
+            ok, result = ctx.guarded(self.name, r, fn)
+            if not ok:
+                continue
+            if self.target == "value":
+                if result is None:
+                    continue
+                r.value = result
+            else:
+                setattr(r, self.target, result)
+            out.append(r)
+        return out
+
+
+def _expr(arg: Any, where: str) -> Expression:
+    if not isinstance(arg, str):
+        raise ConfigError(f"pipeline spec {where}: expected an expression string, got {arg!r}")
+    return Expression(arg, where)
+
+
+def _fields(arg: Any, where: str) -> dict[str, Expression]:
+    if not isinstance(arg, dict) or not arg:
+        raise ConfigError(f"pipeline spec {where}: expected a mapping of field: expression")
+    return {str(k): _expr(str(v), f"{where}.{k}") for k, v in arg.items()}
+
+
+@step_compiler("filter")
+def _filter(arg: Any, where: str) -> Step:
+    return _RowFilter(_expr(arg, where), name=where)
+
+
+@step_compiler("map")
+def _map(arg: Any, where: str) -> Step:
+    fields = _fields(arg, where)
+    return _RowApply(lambda row: {k: e(row) for k, e in fields.items()}, name=where)
+
+
+@step_compiler("set")
+def _set(arg: Any, where: str) -> Step:
+    fields = _fields(arg, where)
+    return _RowApply(
+        lambda row: {**row.value, **{k: e(row) for k, e in fields.items()}}, name=where
+    )
+
+
+@step_compiler("drop")
+def _drop(arg: Any, where: str) -> Step:
+    if not isinstance(arg, list) or not all(isinstance(f, str) for f in arg):
+        raise ConfigError(f"pipeline spec {where}: expected a list of field names")
+    gone = frozenset(arg)
+    return _RowApply(lambda row: {k: v for k, v in row.value.items() if k not in gone}, name=where)
+
+
+@step_compiler("key_by")
+def _key_by(arg: Any, where: str) -> Step:
+    expr = _expr(arg, where)
+    return _RowApply(expr, target="key", name=where)
+
+
+@step_compiler("route")
+def _route(arg: Any, where: str) -> Step:
+    expr = _expr(arg, where)
+    return _RowApply(expr, target="topic", name=where)
+
+
+def compile_spec(spec: Any, source: str = "spec") -> Pipeline:
+    """Compile a parsed spec (``{"steps": [...]}``) into a :class:`Pipeline`."""
+    import app.state.steps  # noqa: F401  - registers the stateful step compilers
+
+    if not isinstance(spec, dict) or not isinstance(spec.get("steps"), list):
+        raise ConfigError(f"pipeline spec {source}: expected a mapping with a 'steps' list")
+    pipeline = Pipeline()
+    for i, item in enumerate(spec["steps"]):
+        where = f"{source} steps[{i}]"
+        if not isinstance(item, dict) or len(item) != 1:
+            raise ConfigError(f"pipeline spec {where}: each step is a one-key mapping")
+        ((kind, arg),) = item.items()
+        compiler = STEP_COMPILERS.get(kind)
+        if compiler is None:
+            known = ", ".join(sorted(STEP_COMPILERS))
+            raise ConfigError(f"pipeline spec {where}: unknown step {kind!r} (known: {known})")
+        pipeline.then(compiler(arg, f"{where}.{kind}"))
+    return pipeline
+
+
+def load_spec(path: Path) -> Pipeline:
+    """Read a YAML/JSON spec file and compile it."""
+    try:
+        spec = yaml.safe_load(path.read_text())
+    except (OSError, yaml.YAMLError) as exc:
+        raise ConfigError(f"pipeline_spec {path}: cannot read: {exc}") from None
+    return compile_spec(spec, str(path))

@@ -1,0 +1,123 @@
+"""Stateless batch steps and the context that isolates a failing record.
+
+A step takes the batch's rows and returns the rows that go on. The fast path runs the user
+function over the whole batch; only when it raises does the step fall back to one record at a
+time, so a poison record is retried and then dead-lettered without failing its neighbours.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from app.pipeline.record import Row
+
+
+@dataclass(slots=True, frozen=True)
+class Failure:
+    """A record that a step gave up on, with the reason."""
+
+    row: Row
+    step: str
+    error: BaseException
+
+
+class StateAccess(Protocol):
+    """Per-partition key/value state for stateful steps (see :mod:`app.state`)."""
+
+    def get(self, store: str, partition: int, key: bytes) -> bytes | None: ...
+
+    def set(self, store: str, partition: int, key: bytes, value: bytes) -> None: ...
+
+    def delete(self, store: str, partition: int, key: bytes) -> None: ...
+
+
+@dataclass(slots=True)
+class StepContext:
+    """What a step may use besides its rows: retries, failures, state."""
+
+    retries: int = 2
+    failures: list[Failure] = field(default_factory=list)
+    state: StateAccess | None = None
+
+    def guarded(self, step: str, row: Row, fn: Callable[[Row], Any]) -> tuple[bool, Any]:
+        """Run ``fn(row)`` with bounded retries; on final failure record it and return False."""
+        for attempt in range(self.retries + 1):
+            try:
+                return True, fn(row)
+            except Exception as exc:  # a user function may raise anything
+                if attempt == self.retries:
+                    self.failures.append(Failure(row, step, exc))
+        return False, None
+
+
+class Step(Protocol):
+    """One stage of a pipeline."""
+
+    name: str
+    stateful: bool
+
+    def __call__(self, rows: list[Row], ctx: StepContext) -> list[Row]: ...
+
+
+@dataclass(slots=True)
+class Filter:
+    """Keep the rows whose value satisfies ``predicate``."""
+
+    predicate: Callable[[Any], Any]
+    name: str = "filter"
+    stateful: bool = False
+
+    def __call__(self, rows: list[Row], ctx: StepContext) -> list[Row]:
+        pred = self.predicate
+        try:
+            return [r for r in rows if pred(r.value)]
+        except Exception:
+            kept = []
+            for r in rows:
+                ok, keep = ctx.guarded(self.name, r, lambda row: pred(row.value))
+                if ok and keep:
+                    kept.append(r)
+            return kept
+
+
+@dataclass(slots=True)
+class Apply:
+    """Replace each row's attribute ``target`` by ``fn(value)``.
+
+    ``target`` is ``value`` (map), ``key`` (key_by) or ``topic`` (route). For ``value``, a
+    result of None drops the row and a list fans out into several rows.
+    """
+
+    fn: Callable[[Any], Any]
+    target: str = "value"
+    name: str = "map"
+    stateful: bool = False
+
+    def __call__(self, rows: list[Row], ctx: StepContext) -> list[Row]:
+        fn = self.fn
+        try:
+            results = [fn(r.value) for r in rows]  # computed before any row changes
+            done = rows
+        except Exception:
+            results, done = [], []
+            for r in rows:
+                ok, result = ctx.guarded(self.name, r, lambda row: fn(row.value))
+                if ok:
+                    results.append(result)
+                    done.append(r)
+        if self.target != "value":
+            for r, result in zip(done, results, strict=True):
+                setattr(r, self.target, result)
+            return done
+        out: list[Row] = []
+        for r, result in zip(done, results, strict=True):
+            if result is None:
+                continue
+            if isinstance(result, list):
+                out.extend(r.derive(v) for v in result)
+            else:
+                r.value = result
+                out.append(r)
+        return out

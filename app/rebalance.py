@@ -1,0 +1,119 @@
+"""Rebalance callbacks: commit on revoke, abort on lost, pause partitions until recovered.
+
+The callbacks run inside ``consumer.consume()``; they only commit or record. State recovery
+runs from the main loop (:meth:`Rebalancer.recover`), never inside a callback.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from confluent_kafka import TopicPartition
+
+from app.checkpoint import Checkpoint
+from app.errors import CheckpointAborted
+from app.health import Health
+from app.metrics import Metrics
+from app.state.backend import StateBackend
+
+log = logging.getLogger(__name__)
+
+
+class Rebalancer:
+    """Owns the assignment: what is assigned, what waits for recovery, readiness."""
+
+    def __init__(
+        self,
+        consumer: Any,
+        checkpoint: Checkpoint,
+        state: StateBackend,
+        metrics: Metrics,
+        health: Health,
+        abort: Callable[..., None],
+    ) -> None:
+        self._consumer = consumer
+        self._checkpoint = checkpoint
+        self._state = state
+        self._metrics = metrics
+        self._health = health
+        self._abort = abort
+        self._error: BaseException | None = None
+
+    def callbacks(self) -> dict[str, Callable[[Any, list[TopicPartition]], None]]:
+        return {
+            "on_assign": self._guarded(self._on_assign),
+            "on_revoke": self._guarded(self._on_revoke),
+            "on_lost": self._guarded(self._on_lost),
+        }
+
+    def _guarded(
+        self, fn: Callable[[Any, list[TopicPartition]], None]
+    ) -> Callable[[Any, list[TopicPartition]], None]:
+        """Keep exceptions out of librdkafka's callback machinery; the loop re-raises them."""
+
+        def callback(consumer: Any, partitions: list[TopicPartition]) -> None:
+            try:
+                fn(consumer, partitions)
+            except Exception as exc:
+                log.error("rebalance callback %s failed: %s", fn.__name__, exc)
+                self._error = self._error or exc
+
+        return callback
+
+    def raise_pending(self) -> None:
+        """Re-raise, in the loop, a fatal error that happened inside a callback."""
+        if self._error is not None:
+            error, self._error = self._error, None
+            raise error
+
+    def recover(self, budget_s: float) -> None:
+        """Restore pending partitions for up to ``budget_s``; resume them when done."""
+        pending = self._state.pending_recovery()
+        tps = [TopicPartition(t, p) for t, p in pending]
+        committed = {
+            (tp.topic, tp.partition): tp.offset for tp in self._consumer.committed(tps, timeout=30)
+        }
+        if self._state.recover(committed, budget_s):
+            self._consumer.resume(tps)
+            self._health.set_ready(True, f"running, {len(self._consumer.assignment())} partitions")
+            self._metrics.ready.set(1)
+            log.info("state recovered for %s; partitions resumed", pending)
+
+    def _on_assign(self, consumer: Any, partitions: list[TopicPartition]) -> None:
+        self._metrics.rebalances.labels("assign").inc()
+        keys = [(tp.topic, tp.partition) for tp in partitions]
+        log.info("assigned %s", keys)
+        self._state.assign(keys)
+        pending = self._state.pending_recovery()
+        consumer.assign(partitions)
+        if pending:
+            # Nothing of a partition is processed before its state is restored.
+            consumer.pause([TopicPartition(t, p) for t, p in pending])
+            self._health.set_ready(False, f"recovering state of {len(pending)} partitions")
+            self._metrics.ready.set(0)
+        else:
+            self._health.set_ready(True, f"running, {len(partitions)} partitions")
+            self._metrics.ready.set(1)
+
+    def _on_revoke(self, consumer: Any, partitions: list[TopicPartition]) -> None:
+        self._metrics.rebalances.labels("revoke").inc()
+        keys = [(tp.topic, tp.partition) for tp in partitions]
+        log.info("revoked %s: committing what was processed", keys)
+        try:
+            self._checkpoint.commit()
+        except CheckpointAborted as exc:
+            self._abort(str(exc), rewind=False)  # the partitions go: nothing to rewind
+        self._state.revoke(keys)
+        self._health.set_ready(False, "rebalancing")
+        self._metrics.ready.set(0)
+
+    def _on_lost(self, consumer: Any, partitions: list[TopicPartition]) -> None:
+        self._metrics.rebalances.labels("lost").inc()
+        keys = [(tp.topic, tp.partition) for tp in partitions]
+        log.warning("partitions lost %s: aborting uncommitted work", keys)
+        self._abort("partitions lost", rewind=False)
+        self._state.lost(keys)
+        self._health.set_ready(False, "partitions lost, rejoining")
+        self._metrics.ready.set(0)

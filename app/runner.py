@@ -1,0 +1,182 @@
+"""Wiring: settings → clients, pipeline, state, checkpoint → :class:`app.loop.Bridge`.
+
+Also the start-up checks (broker reachable, topics exist) and the exit codes:
+0 clean stop, 2 configuration, 3 fatal Kafka error, 4 record failure with on_error=fail.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+from types import FrameType
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaException, Producer
+from confluent_kafka.admin import AdminClient
+
+from app.checkpoint import Checkpoint
+from app.config import BridgeSettings
+from app.errors import BridgeError, ConfigError, KafkaFatalError, RecordError
+from app.health import Health, serve
+from app.kafka.defaults import consumer_config, producer_config
+from app.kafka.errors import describe
+from app.loop import Bridge
+from app.metrics import Metrics
+from app.output import Output
+from app.pipeline.builder import Pipeline, load_pipeline
+from app.pipeline.spec import load_spec
+from app.state import NoState, StateBackend
+from app.transactions import Transactions
+
+log = logging.getLogger(__name__)
+
+EXIT_OK, EXIT_CONFIG, EXIT_FATAL, EXIT_RECORD = 0, 2, 3, 4
+
+
+def build_pipeline(settings: BridgeSettings) -> Pipeline:
+    if settings.pipeline:
+        return load_pipeline(settings.pipeline)
+    if settings.pipeline_spec:
+        return load_spec(settings.pipeline_spec)
+    return Pipeline()  # passthrough
+
+
+def preflight(settings: BridgeSettings) -> set[str]:
+    """Check the broker answers and the topics exist; returns every topic name there is."""
+    admin = AdminClient(
+        {"bootstrap.servers": settings.bootstrap_servers, **settings.client_common()}
+    )
+    try:
+        meta = admin.list_topics(timeout=settings.startup_timeout)
+    except KafkaException as exc:
+        raise ConfigError(
+            f"cannot reach Kafka at bootstrap_servers={settings.bootstrap_servers!r} "
+            f"(BRIDGE_BOOTSTRAP_SERVERS) within startup_timeout={settings.startup_timeout:.0f}s: "
+            f"{describe(exc)}. Check the address, the network and the credentials."
+        ) from None
+    existing = set(meta.topics)
+    wanted = [("input_topics", t) for t in settings.input_topics]
+    wanted += [("output_topic", settings.output_topic)]
+    if settings.on_error == "dlq":
+        wanted += [("dlq_topic", settings.dead_letter_topic)]
+    for setting, topic in wanted:
+        if topic not in existing:
+            raise ConfigError(
+                f"{setting}: topic {topic!r} does not exist on {settings.bootstrap_servers}; "
+                f"create it first (the bridge never auto-creates topics)"
+            )
+    return existing
+
+
+def make_state(settings: BridgeSettings, pipeline: Pipeline, producer: Any) -> StateBackend:
+    if not pipeline.stateful:
+        return NoState()
+    from app.state import make_backend  # type: ignore[attr-defined]
+
+    backend: StateBackend = make_backend(settings, pipeline, producer)
+    return backend
+
+
+def build(settings: BridgeSettings, metrics: Metrics, health: Health) -> Bridge:
+    """Construct every collaborator; nothing is consumed until :meth:`Bridge.run`."""
+    pipeline = build_pipeline(settings)
+    topics = preflight(settings)
+    common = settings.client_common()
+    consumer = Consumer(
+        consumer_config(
+            settings.bootstrap_servers, settings.group_id, settings.exactly_once, common,
+            dict(settings.consumer),
+        )
+    )  # fmt: skip
+    known = set(topics)
+
+    def topic_exists(name: str) -> bool:
+        if name not in known and name in consumer.list_topics(name, timeout=10).topics:
+            meta = consumer.list_topics(name, timeout=10).topics[name]
+            if meta.error is None:
+                known.add(name)
+        return name in known
+
+    output_holder: dict[str, Output] = {}
+    pconf = producer_config(
+        settings.bootstrap_servers,
+        settings.transactional_id if settings.exactly_once else None,
+        settings.transaction_timeout_ms,
+        errors_only_reports=not pipeline.stateful,
+        common=common,
+        extra=dict(settings.producer),
+    )
+    pconf["on_delivery"] = lambda err, msg: output_holder["o"].on_delivery(err, msg)
+    producer = Producer(pconf)
+    output = Output(
+        producer,
+        settings.output_topic,
+        settings.dead_letter_topic,
+        settings.max_output_bytes,
+        topic_exists,
+    )
+    output_holder["o"] = output
+    txn = Transactions(
+        producer, consumer, settings.exactly_once, deadline_s=settings.shutdown_timeout
+    )
+    txn.init(timeout=settings.startup_timeout)
+    state = make_state(settings, pipeline, producer)
+    checkpoint = Checkpoint(
+        consumer, txn, output, state, metrics,
+        interval=settings.commit_interval,
+        every=settings.commit_every,
+        flush_timeout=settings.transaction_timeout_ms / 1000 / 2,
+        fault_abort_every=settings.fault_abort_every,
+    )  # fmt: skip
+    return Bridge(
+        consumer, txn, output, pipeline, state, checkpoint, metrics, health,
+        topics=settings.input_topics,
+        batch_size=settings.batch_size,
+        poll_timeout=settings.poll_timeout,
+        retries=settings.record_retries,
+        dead_letter=settings.on_error == "dlq",
+        decode_json=settings.input_format == "json",
+        start_from_end=str(settings.consumer.get("auto.offset.reset", "earliest")) == "latest",
+    )  # fmt: skip
+
+
+def run(settings: BridgeSettings) -> int:
+    """Run until SIGTERM/SIGINT; returns the process exit code."""
+    metrics = Metrics()
+    health = Health(stale_after=max(30.0, 5 * settings.commit_interval))
+    server = (
+        serve(settings.http_host, settings.http_port, health, metrics)
+        if settings.http_port
+        else None
+    )
+    log.info("starting eos-bridge: %s", {k: v for k, v in settings.masked().items() if v})
+    try:
+        bridge = build(settings, metrics, health)
+    except ConfigError as exc:
+        log.error("%s", exc)
+        return EXIT_CONFIG
+    except KafkaFatalError as exc:
+        log.error("cannot start: %s", exc)
+        return EXIT_FATAL
+
+    def stop(signum: int, _frame: FrameType | None) -> None:
+        log.info("received %s: stopping after the current batch", signal.Signals(signum).name)
+        bridge.stopping = True
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    try:
+        bridge.run()
+        log.info("stopped cleanly")
+        return EXIT_OK
+    except RecordError as exc:
+        log.error("stopping: %s", exc)
+        bridge.close_after_failure()
+        return EXIT_RECORD
+    except BridgeError as exc:
+        log.error("fatal: %s; exiting so Kubernetes restarts the instance", exc)
+        bridge.close_after_failure()
+        return EXIT_FATAL
+    finally:
+        if server is not None:
+            server.shutdown()

@@ -1,0 +1,96 @@
+"""The seam between the processing loop/checkpoint and the state machinery.
+
+The loop calls these at fixed points; :class:`NoState` is the backend of stateless pipelines.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+TopicPartitionKey = tuple[str, int]
+
+
+class StateBackend(Protocol):
+    """What the loop and the checkpoint need from state.
+
+    Call order per checkpoint: ``produce_changelogs`` (step 1, inside the transaction) →
+    producer flush / offsets / commit → ``after_commit`` (step 5, one WriteBatch per partition);
+    on abort ``discard`` instead of ``after_commit``.
+    """
+
+    @property
+    def stateful(self) -> bool:
+        """False when the pipeline has no stateful step (nothing below does any work)."""
+        ...
+
+    def assign(self, partitions: list[TopicPartitionKey]) -> None:
+        """Inside the rebalance callback: note partitions to recover; no I/O."""
+
+    def revoke(self, partitions: list[TopicPartitionKey]) -> None:
+        """After the revoke checkpoint committed: close these partitions' stores."""
+
+    def lost(self, partitions: list[TopicPartitionKey]) -> None:
+        """Partitions lost without a commit: drop their uncommitted cache, close stores."""
+
+    def pending_recovery(self) -> list[TopicPartitionKey]:
+        """Assigned partitions whose stores are not restored yet (kept paused by the loop)."""
+        ...
+
+    def recover(self, committed: dict[TopicPartitionKey, int], budget_s: float) -> bool:
+        """Outside the callback: restore pending partitions from their changelogs for at most
+        ``budget_s`` seconds. ``committed`` holds the group's committed input offset per
+        pending partition (the filter rule's bound). True when nothing is pending any more."""
+        ...
+
+    def needs_checkpoint(self) -> bool:
+        """True when the write-behind cache reached its byte cap."""
+        ...
+
+    def produce_changelogs(self, producer: Any, positions: dict[TopicPartitionKey, int]) -> None:
+        """Checkpoint step 1: produce changelog records for dirty keys into the open
+        transaction; ``positions`` = next input offset per partition (processed = pos - 1)."""
+
+    def after_commit(self) -> None:
+        """Checkpoint step 5: write dirty keys + changelog offsets to RocksDB."""
+
+    def discard(self) -> None:
+        """The transaction was aborted: forget every uncommitted update."""
+
+    def close(self) -> None:
+        """Close every store."""
+
+
+class NoState:
+    """The backend of a stateless pipeline."""
+
+    stateful = False
+
+    def assign(self, partitions: list[TopicPartitionKey]) -> None:
+        pass
+
+    def revoke(self, partitions: list[TopicPartitionKey]) -> None:
+        pass
+
+    def lost(self, partitions: list[TopicPartitionKey]) -> None:
+        pass
+
+    def pending_recovery(self) -> list[TopicPartitionKey]:
+        return []
+
+    def recover(self, committed: dict[TopicPartitionKey, int], budget_s: float) -> bool:
+        return True
+
+    def needs_checkpoint(self) -> bool:
+        return False
+
+    def produce_changelogs(self, producer: Any, positions: dict[TopicPartitionKey, int]) -> None:
+        pass
+
+    def after_commit(self) -> None:
+        pass
+
+    def discard(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass

@@ -1,0 +1,126 @@
+"""Run the bridge as a real subprocess (``python -m app.cli run``), as users do."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from tests.support.kafka import KafkaFixture, wait_until
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+class BridgeProcess:
+    """One bridge instance; ``env`` entries become BRIDGE_* settings."""
+
+    def __init__(self, log_dir: Path, name: str = "bridge", **settings: Any) -> None:
+        self.log_path = log_dir / f"{name}.log"
+        self.settings = {"http_port": 0, "log_level": "INFO", **settings}
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.starts = 0
+
+    def env(self) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("BRIDGE_")}
+        for key, value in self.settings.items():
+            if isinstance(value, list | dict):
+                value = orjson.dumps(value).decode()
+            env[f"BRIDGE_{key.upper()}"] = str(value)
+        env["PYTHONPATH"] = str(REPO)
+        return env
+
+    def start(self) -> BridgeProcess:
+        self.starts += 1
+        with open(self.log_path, "ab") as log:
+            log.write(f"\n===== start #{self.starts} =====\n".encode())
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "app.cli", "run"],
+                env=self.env(),
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                cwd=REPO,
+            )
+        return self
+
+    @property
+    def pid(self) -> int:
+        assert self.proc is not None
+        return self.proc.pid
+
+    def running(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def kill(self) -> None:
+        """SIGKILL: no final checkpoint, an open transaction left behind."""
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait(30)
+
+    def terminate(self, timeout: float = 60) -> int:
+        """SIGTERM and wait for the exit code."""
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGTERM)
+        return self.proc.wait(timeout)
+
+    def wait(self, timeout: float) -> int:
+        assert self.proc is not None
+        return self.proc.wait(timeout)
+
+    def logs(self) -> str:
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+    def stop(self) -> None:
+        """Test teardown: make sure nothing is left running."""
+        if self.running():
+            assert self.proc is not None
+            self.proc.kill()
+            self.proc.wait(30)
+
+
+def wait_caught_up(
+    kafka: KafkaFixture,
+    group: str,
+    topic: str,
+    timeout: float,
+    bridges: list[BridgeProcess] | tuple[BridgeProcess, ...] = (),
+) -> None:
+    """Wait until ``group`` has committed the end offset of every partition of ``topic``."""
+    ends = kafka.end_offsets(topic)
+
+    def caught_up() -> bool:
+        for b in bridges:
+            if b.proc is not None and not b.running():
+                raise AssertionError(f"bridge exited with {b.proc.returncode}:\n{b.logs()[-4000:]}")
+        committed = kafka.committed_offsets(group, topic)
+        return all(committed.get(p, -1) >= end for p, end in ends.items())
+
+    wait_until(caught_up, timeout, f"group {group} to commit {ends} on {topic}", step=0.5)
+
+
+def committed_fraction(kafka: KafkaFixture, group: str, topic: str) -> float:
+    ends = kafka.end_offsets(topic)
+    committed = kafka.committed_offsets(group, topic)
+    total = sum(ends.values()) or 1
+    return sum(max(0, committed.get(p, 0)) for p in ends) / total
+
+
+def json_records(n: int, start: int = 0, keys: int = 100) -> tuple[list[bytes], list[bytes]]:
+    """``n`` JSON values with unique ids and their keys."""
+    values, keys_out = [], []
+    for i in range(start, start + n):
+        key = f"user-{i % keys}"
+        values.append(
+            orjson.dumps({"id": f"r{i}", "key": key, "amount": i % 97, "ts": 1_700_000_000_000 + i})
+        )
+        keys_out.append(key.encode())
+    return values, keys_out
+
+
+def deadline(seconds: float) -> float:
+    return time.monotonic() + seconds
