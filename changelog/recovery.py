@@ -1,0 +1,290 @@
+"""Restore state stores from their changelog topics, outside any rebalance callback.
+
+One :class:`Restorer` per process owns a dedicated ``read_committed`` consumer that is only ever
+``assign()``-ed (it never joins a group or commits). Each :class:`RestoreTask` reads one
+changelog partition from the store's next offset up to a target end offset taken when the task
+starts, keeps or skips each record by the filter rule (:func:`changelog.filter.should_apply`),
+and hands every consumed batch to its sink as one write (one RocksDB WriteBatch).
+
+A task is done when the consumer *position* reaches the target — never when "the last record
+was seen": the last offset of a transactional changelog is usually a commit marker, which no
+consumer ever receives.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from confluent_kafka import KafkaError, TopicPartition
+
+from app.errors import RecoveryError
+from changelog.filter import should_apply
+from changelog.format import CF_HEADER, PROCESSED_OFFSETS_HEADER, decode_processed_offsets
+
+log = logging.getLogger(__name__)
+
+# Restore reads whole changelog partitions: large fetches, no partition EOF events.
+RESTORE_CONSUMER_DEFAULTS: dict[str, Any] = {
+    "enable.partition.eof": False,
+    "auto.offset.reset": "earliest",
+    "max.partition.fetch.bytes": 8 * 1024 * 1024,
+    "fetch.max.bytes": 64 * 1024 * 1024,
+    "fetch.wait.max.ms": 50,
+}
+_DECISION_MEMO_MAX = 10_000
+
+ChangelogRecord = tuple[bytes, bytes, bytes | None]  # column family, key, value (None = delete)
+
+
+class RestoreSink(Protocol):
+    """Where a task writes what it restores (a store partition)."""
+
+    def apply_changelog(self, records: list[ChangelogRecord], last_offset: int) -> None:
+        """Write ``records`` and the changelog offset ``last_offset`` in one atomic batch."""
+
+
+@dataclass(slots=True, frozen=True)
+class RestoreProgress:
+    """Where one changelog partition's restore stands (for logs, metrics and readiness)."""
+
+    changelog: str
+    partition: int
+    position: int
+    target: int
+    applied: int
+    skipped: int
+
+    @property
+    def remaining(self) -> int:
+        return max(0, self.target - self.position)
+
+
+@dataclass(slots=True)
+class RestoreTask:
+    """One changelog partition restored into one sink.
+
+    Args:
+        changelog: changelog topic.
+        partition: changelog partition (= input partition).
+        start: first changelog offset to read (stored offset + 1, or the low watermark).
+        target: done when the consumer position reaches it (end offset when the task began).
+        committed: the group's committed offset per input topic for this partition.
+        sink: receives every batch.
+    """
+
+    changelog: str
+    partition: int
+    start: int
+    target: int
+    committed: dict[str, int]
+    sink: RestoreSink
+    applied: int = 0
+    skipped: int = 0
+    position: int = -1
+    decisions: dict[bytes, bool] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.position = self.start
+
+    @property
+    def done(self) -> bool:
+        return self.position >= self.target
+
+    def progress(self) -> RestoreProgress:
+        return RestoreProgress(
+            self.changelog, self.partition, self.position, self.target, self.applied, self.skipped
+        )
+
+    def restore(self, messages: list[Any]) -> None:
+        """Filter one consumed batch of this partition and write it to the sink."""
+        records: list[ChangelogRecord] = []
+        append = records.append
+        decisions = self.decisions
+        for msg in messages:
+            cf: bytes | None = None
+            raw: bytes | None = None
+            for name, value in msg.headers() or ():
+                if name == CF_HEADER:
+                    cf = value
+                elif name == PROCESSED_OFFSETS_HEADER:
+                    raw = value
+            if raw is not None:
+                keep = decisions.get(raw)
+                if keep is None:
+                    keep = self._decide(raw, msg)
+                if not keep:
+                    continue
+            key = msg.key()
+            if cf is None or key is None:
+                raise RecoveryError(
+                    f"changelog {self.changelog}[{self.partition}]@{msg.offset()}: "
+                    f"{'no ' + CF_HEADER + ' header' if cf is None else 'record without key'}; "
+                    f"this topic was not written as a state changelog"
+                )
+            append((cf, key, msg.value()))
+        self.applied += len(records)
+        self.skipped += len(messages) - len(records)
+        self.sink.apply_changelog(records, messages[-1].offset())
+
+    def _decide(self, raw: bytes, msg: Any) -> bool:
+        try:
+            keep = should_apply(decode_processed_offsets(raw), self.committed)
+        except ValueError as exc:
+            raise RecoveryError(
+                f"changelog {self.changelog}[{self.partition}]@{msg.offset()}: {exc}"
+            ) from None
+        if len(self.decisions) >= _DECISION_MEMO_MAX:
+            self.decisions.clear()
+        self.decisions[raw] = keep
+        return keep
+
+
+class Restorer:
+    """Runs restore tasks in time-boxed slices on a dedicated assign-only consumer.
+
+    Args:
+        make_consumer: builds the ``read_committed`` consumer (called lazily, closed when idle).
+        batch_size: records per ``consume()`` call.
+        log_every: seconds between progress log lines.
+    """
+
+    def __init__(
+        self, make_consumer: Callable[[], Any], batch_size: int = 10_000, log_every: float = 5.0
+    ) -> None:
+        self._make_consumer = make_consumer
+        self._consumer: Any = None
+        self._batch_size = batch_size
+        self._log_every = log_every
+        self._tasks: dict[tuple[str, int], RestoreTask] = {}
+        self._last_log = time.monotonic()
+        self._read = 0  # changelog records consumed, for the progress line's rate
+        self._rate_mark = (time.monotonic(), 0)
+
+    @property
+    def active(self) -> bool:
+        return bool(self._tasks)
+
+    def add(self, task: RestoreTask) -> None:
+        """Start restoring ``task`` (a task with nothing to read is done at once)."""
+        if task.done:
+            return
+        self._tasks[(task.changelog, task.partition)] = task
+        self._client().incremental_assign(
+            [TopicPartition(task.changelog, task.partition, task.start)]
+        )
+        log.info(
+            "restoring %s[%d] from offset %d to %d (%d offsets)",
+            task.changelog, task.partition, task.start, task.target, task.target - task.start,
+        )  # fmt: skip
+
+    def remove(self, keep: Callable[[RestoreTask], bool]) -> list[RestoreTask]:
+        """Stop the tasks for which ``keep`` is False (their partitions went away)."""
+        gone = [t for t in self._tasks.values() if not keep(t)]
+        for task in gone:
+            del self._tasks[(task.changelog, task.partition)]
+        if gone and self._consumer is not None:
+            self._consumer.incremental_unassign(
+                [TopicPartition(t.changelog, t.partition) for t in gone]
+            )
+        self._close_if_idle()
+        return gone
+
+    def run(self, deadline: float) -> list[RestoreTask]:
+        """Consume and apply until every task is done or ``deadline`` (monotonic) passes.
+
+        Returns:
+            The tasks that finished during this call.
+
+        Raises:
+            RecoveryError: the changelog cannot be read or holds records we cannot apply.
+        """
+        finished: list[RestoreTask] = []
+        while self._tasks:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                break
+            messages = self._consumer.consume(self._batch_size, min(remaining, 0.5))
+            self._dispatch(messages)
+            finished += self._collect_finished()
+            self._maybe_log()
+        self._close_if_idle()
+        return finished
+
+    def progress(self) -> list[RestoreProgress]:
+        return [t.progress() for t in self._tasks.values()]
+
+    def close(self) -> None:
+        self._tasks.clear()
+        if self._consumer is not None:
+            self._consumer.close()
+            self._consumer = None
+
+    # ---- internals -------------------------------------------------------------------------
+
+    def _client(self) -> Any:
+        if self._consumer is None:
+            self._consumer = self._make_consumer()
+        return self._consumer
+
+    def _close_if_idle(self) -> None:
+        if not self._tasks and self._consumer is not None:
+            self._consumer.close()
+            self._consumer = None
+
+    def _dispatch(self, messages: list[Any]) -> None:
+        by_partition: dict[tuple[str, int], list[Any]] = {}
+        for msg in messages:
+            err = msg.error()
+            if err is not None:
+                self._consumer_error(err, msg)
+                continue
+            by_partition.setdefault((msg.topic(), msg.partition()), []).append(msg)
+        for tp, batch in by_partition.items():
+            task = self._tasks.get(tp)
+            if task is not None:  # else: removed while its records were in flight
+                task.restore(batch)
+                self._read += len(batch)
+
+    def _consumer_error(self, err: Any, msg: Any) -> None:
+        where = f"changelog {msg.topic()}[{msg.partition()}]"
+        if err.fatal() or err.code() in (
+            KafkaError.UNKNOWN_TOPIC_OR_PART,
+            KafkaError.TOPIC_AUTHORIZATION_FAILED,
+        ):
+            raise RecoveryError(f"{where}: cannot read: {err.str()}")
+        log.warning("%s: consumer error (librdkafka retries): %s", where, err.str())
+
+    def _collect_finished(self) -> list[RestoreTask]:
+        tps = [TopicPartition(t.changelog, t.partition) for t in self._tasks.values()]
+        for tp in self._consumer.position(tps):
+            if tp.offset >= 0:
+                self._tasks[(tp.topic, tp.partition)].position = tp.offset
+        done = [t for t in self._tasks.values() if t.done]
+        for task in done:
+            del self._tasks[(task.changelog, task.partition)]
+            log.info(
+                "restored %s[%d]: %d records applied, %d skipped (uncommitted input)",
+                task.changelog, task.partition, task.applied, task.skipped,
+            )  # fmt: skip
+        if done:
+            self._consumer.incremental_unassign(
+                [TopicPartition(t.changelog, t.partition) for t in done]
+            )
+        return done
+
+    def _maybe_log(self) -> None:
+        now = time.monotonic()
+        if now - self._last_log < self._log_every or not self._tasks:
+            return
+        since, before = self._rate_mark
+        rate = (self._read - before) / max(now - since, 1e-9)
+        self._last_log, self._rate_mark = now, (now, self._read)
+        left = sum(p.remaining for p in self.progress())
+        log.info(
+            "state recovery: %d changelog partitions in progress, %d offsets left, %.0f records/s",
+            len(self._tasks), left, rate,
+        )  # fmt: skip

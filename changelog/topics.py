@@ -1,0 +1,129 @@
+"""Create the changelog topics, or check the ones that exist.
+
+A changelog has as many partitions as its input topic (changelog partition p holds the state of
+input partition p) and ``cleanup.policy=compact`` (only the latest value per key matters). An
+existing topic that breaks either rule is refused with a message naming it: silently using it
+would restore the wrong state or lose it to retention.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from confluent_kafka import IsolationLevel, KafkaException, TopicPartition
+from confluent_kafka.admin import ConfigResource, NewTopic, OffsetSpec
+
+from app.errors import ConfigError, RecoveryError
+
+log = logging.getLogger(__name__)
+
+CHANGELOG_TOPIC_CONFIG: dict[str, str] = {"cleanup.policy": "compact"}
+
+
+@dataclass(slots=True, frozen=True)
+class ChangelogSpec:
+    """One changelog topic the bridge needs."""
+
+    name: str
+    partitions: int
+    config: Mapping[str, str] = field(default_factory=lambda: dict(CHANGELOG_TOPIC_CONFIG))
+
+
+def ensure_changelog_topics(
+    admin: Any, specs: list[ChangelogSpec], replication: int = -1, timeout: float = 30.0
+) -> None:
+    """Create missing changelog topics (compacted) and check existing ones.
+
+    Args:
+        admin: a ``confluent_kafka.admin.AdminClient``.
+        specs: the topics to ensure.
+        replication: replication factor of new topics (-1 = the broker's
+            ``default.replication.factor``).
+        timeout: seconds for each admin request.
+
+    Raises:
+        ConfigError: a topic exists with the wrong partition count or is not compacted, or it
+            cannot be created.
+    """
+    if not specs:
+        return
+    existing = admin.list_topics(timeout=timeout).topics
+    missing = [s for s in specs if s.name not in existing]
+    if missing:
+        _create(admin, missing, replication, timeout)
+    for spec in specs:
+        if spec.name in existing:
+            _check(admin, spec, len(existing[spec.name].partitions), timeout)
+
+
+def _create(admin: Any, specs: list[ChangelogSpec], replication: int, timeout: float) -> None:
+    new = [NewTopic(s.name, s.partitions, replication, config=dict(s.config)) for s in specs]
+    futures = admin.create_topics(new, operation_timeout=timeout)
+    for spec in specs:
+        try:
+            futures[spec.name].result(timeout)
+            log.info("created changelog topic %s (%d partitions)", spec.name, spec.partitions)
+        except KafkaException as exc:
+            if "TOPIC_ALREADY_EXISTS" in str(exc):  # another instance was quicker
+                _check(admin, spec, _partition_count(admin, spec.name, timeout), timeout)
+                continue
+            raise ConfigError(
+                f"cannot create changelog topic {spec.name!r} ({spec.partitions} partitions, "
+                f"cleanup.policy=compact): {exc}. Create it yourself or grant CreateTopics."
+            ) from None
+
+
+def _partition_count(admin: Any, name: str, timeout: float) -> int:
+    return len(admin.list_topics(name, timeout=timeout).topics[name].partitions)
+
+
+def _check(admin: Any, spec: ChangelogSpec, partitions: int, timeout: float) -> None:
+    if partitions != spec.partitions:
+        raise ConfigError(
+            f"changelog topic {spec.name!r} has {partitions} partitions but its input topic has "
+            f"{spec.partitions}: changelog partition p must hold the state of input partition p. "
+            f"Delete the changelog topic (state is rebuilt from the input) or restore the input "
+            f"topic's partition count."
+        )
+    resource = ConfigResource(ConfigResource.Type.TOPIC, spec.name)
+    configs = admin.describe_configs([resource])[resource].result(timeout)
+    policy = configs["cleanup.policy"].value if "cleanup.policy" in configs else "delete"
+    if "compact" not in str(policy).split(","):
+        raise ConfigError(
+            f"changelog topic {spec.name!r} has cleanup.policy={policy}, not compact: retention "
+            f"would delete state. Set cleanup.policy=compact on it (kafka-configs --alter)."
+        )
+    if "delete" in str(policy).split(","):
+        log.warning(
+            "changelog topic %s has cleanup.policy=%s: retention may drop state", spec.name, policy
+        )
+
+
+def changelog_watermarks(
+    admin: Any, partitions: list[tuple[str, int]], timeout: float = 30.0
+) -> dict[tuple[str, int], tuple[int, int]]:
+    """(low, high) watermark per changelog partition, in two requests for all of them.
+
+    The high watermark is read *uncommitted*: recovery must reach it, not the last stable
+    offset, or committed records behind another producer's open transaction would be missed.
+
+    Raises:
+        RecoveryError: the offsets cannot be listed (the message names the partition).
+    """
+    result: dict[tuple[str, int], list[int]] = {tp: [0, 0] for tp in partitions}
+    for slot, spec in ((0, OffsetSpec.earliest()), (1, OffsetSpec.latest())):
+        request = {TopicPartition(t, p): spec for t, p in partitions}
+        futures = admin.list_offsets(
+            request, isolation_level=IsolationLevel.READ_UNCOMMITTED, request_timeout=timeout
+        )
+        for tp, future in futures.items():
+            try:
+                result[(tp.topic, tp.partition)][slot] = int(future.result().offset)
+            except KafkaException as exc:
+                raise RecoveryError(
+                    f"cannot list offsets of changelog {tp.topic}[{tp.partition}]: {exc}"
+                ) from None
+    return {tp: (low, high) for tp, (low, high) in result.items()}
