@@ -23,14 +23,31 @@ class Failure:
     error: BaseException
 
 
+class PartitionState(Protocol):
+    """One store's key/value state for one input partition (uncommitted updates included).
+
+    ``memo`` is the step's scratch space; it is cleared when updates are rolled back.
+    """
+
+    memo: dict[str, Any]
+
+    def get(self, key: bytes) -> bytes | None: ...
+
+    def set(self, key: bytes, value: bytes) -> None: ...
+
+    def delete(self, key: bytes) -> None: ...
+
+    def scan(self, lower: bytes, upper: bytes) -> list[tuple[bytes, bytes]]:
+        """Entries with ``lower <= key < upper`` in key order."""
+        ...
+
+
 class StateAccess(Protocol):
     """Per-partition key/value state for stateful steps (see :mod:`app.state`)."""
 
-    def get(self, store: str, partition: int, key: bytes) -> bytes | None: ...
-
-    def set(self, store: str, partition: int, key: bytes, value: bytes) -> None: ...
-
-    def delete(self, store: str, partition: int, key: bytes) -> None: ...
+    def partition(self, store: str, topic: str, partition: int) -> PartitionState:
+        """The state of ``store`` for the input partition a row came from."""
+        ...
 
 
 @dataclass(slots=True)

@@ -3,5 +3,6 @@ recovery, and the stateful pipeline steps. The processing loop sees only :class:
 """
 
 from app.state.backend import NoState, StateBackend
+from app.state.factory import make_backend, reset_state
 
-__all__ = ["NoState", "StateBackend"]
+__all__ = ["NoState", "StateBackend", "make_backend", "reset_state"]

@@ -5,7 +5,11 @@ The loop calls these at fixed points; :class:`NoState` is the backend of statele
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from app.pipeline.steps import StateAccess
+    from changelog.recovery import RestoreProgress
 
 TopicPartitionKey = tuple[str, int]
 
@@ -14,13 +18,18 @@ class StateBackend(Protocol):
     """What the loop and the checkpoint need from state.
 
     Call order per checkpoint: ``produce_changelogs`` (step 1, inside the transaction) →
-    producer flush / offsets / commit → ``after_commit`` (step 5, one WriteBatch per partition);
-    on abort ``discard`` instead of ``after_commit``.
+    producer flush → ``verify_delivery`` (step 2) → offsets / commit → ``after_commit``
+    (step 5, one WriteBatch per partition); on abort ``discard`` instead of ``after_commit``.
     """
 
     @property
     def stateful(self) -> bool:
         """False when the pipeline has no stateful step (nothing below does any work)."""
+        ...
+
+    @property
+    def access(self) -> StateAccess | None:
+        """What stateful steps use (``StepContext.state``); None without state."""
         ...
 
     def assign(self, partitions: list[TopicPartitionKey]) -> None:
@@ -46,9 +55,19 @@ class StateBackend(Protocol):
         """True when the write-behind cache reached its byte cap."""
         ...
 
+    def progress(self) -> list[RestoreProgress]:
+        """Running restores: changelog partition, position, target (``.remaining``), counts."""
+        ...
+
     def produce_changelogs(self, producer: Any, positions: dict[TopicPartitionKey, int]) -> None:
         """Checkpoint step 1: produce changelog records for dirty keys into the open
-        transaction; ``positions`` = next input offset per partition (processed = pos - 1)."""
+        transaction; ``positions`` = next input offset per partition. The records' header
+        ``__processed_tp_offsets__`` is ``{topic: position - 1}`` (see changelog.format)."""
+
+    def verify_delivery(self) -> None:
+        """Checkpoint step 2, right after the producer flush: raise ``CheckpointAborted`` if a
+        changelog record failed or is unconfirmed (its per-record delivery callback is ours,
+        so the output's latch never sees it)."""
 
     def after_commit(self) -> None:
         """Checkpoint step 5: write dirty keys + changelog offsets to RocksDB."""
@@ -64,6 +83,7 @@ class NoState:
     """The backend of a stateless pipeline."""
 
     stateful = False
+    access = None
 
     def assign(self, partitions: list[TopicPartitionKey]) -> None:
         pass
@@ -83,7 +103,13 @@ class NoState:
     def needs_checkpoint(self) -> bool:
         return False
 
+    def progress(self) -> list[RestoreProgress]:
+        return []
+
     def produce_changelogs(self, producer: Any, positions: dict[TopicPartitionKey, int]) -> None:
+        pass
+
+    def verify_delivery(self) -> None:
         pass
 
     def after_commit(self) -> None:

@@ -1,0 +1,124 @@
+"""Build the state backend from the settings and the pipeline; wipe local state on purpose."""
+
+from __future__ import annotations
+
+import logging
+import shutil
+from pathlib import Path
+from typing import Any
+
+from confluent_kafka import Consumer
+from confluent_kafka.admin import AdminClient
+
+from app.config import BridgeSettings
+from app.errors import ConfigError
+from app.pipeline.builder import Pipeline
+from app.state.backend import NoState, StateBackend
+from app.state.locking import StateDirLock
+from app.state.manager import RocksDBState
+from changelog.naming import changelog_topic_name, validate_store_name
+from changelog.recovery import RESTORE_CONSUMER_DEFAULTS, Restorer
+from changelog.topics import ChangelogSpec, changelog_watermarks, ensure_changelog_topics
+
+log = logging.getLogger(__name__)
+
+
+def pipeline_stores(pipeline: Pipeline) -> list[str]:
+    """The store names of the pipeline's stateful steps, checked to be unique and legal."""
+    stores: list[str] = []
+    for i, step in enumerate(pipeline.steps):
+        if not getattr(step, "stateful", False):
+            continue
+        store = getattr(step, "store", None) or step.name
+        validate_store_name(store, f"pipeline step {i} ({step.name})")
+        if store in stores:
+            raise ConfigError(
+                f"pipeline step {i} ({step.name}): store name {store!r} is used by another "
+                f"stateful step; give each one its own name (name=... / 'name:' in the spec)"
+            )
+        stores.append(store)
+    return stores
+
+
+def state_root(settings: BridgeSettings) -> Path:
+    """Where this group's databases live: ``<state_dir>/<group_id>``."""
+    return settings.state_dir / settings.group_id
+
+
+def make_backend(
+    settings: BridgeSettings, pipeline: Pipeline, producer: Any = None
+) -> StateBackend:
+    """The backend for ``pipeline``: :class:`NoState` when it keeps no state.
+
+    Creates the changelog topics (or checks them) and locks the state directory; does not
+    open any database (that happens per partition, in ``recover``).
+
+    Args:
+        settings: the bridge settings (state_dir, group_id, cache cap, Kafka clients).
+        pipeline: the compiled pipeline.
+        producer: unused; changelog records go through the producer passed at checkpoints.
+
+    Raises:
+        ConfigError: bad store names, unusable changelog topics, or a state_dir in use.
+    """
+    del producer
+    stores = pipeline_stores(pipeline)
+    if not stores:
+        return NoState()
+    common = {"bootstrap.servers": settings.bootstrap_servers, **settings.client_common()}
+    admin = AdminClient(common)
+    changelogs, specs = {}, []
+    for topic in settings.input_topics:
+        partitions = _partition_count(admin, topic, settings.startup_timeout)
+        for store in stores:
+            name = changelog_topic_name(settings.group_id, topic, store)
+            changelogs[(store, topic)] = name
+            specs.append(ChangelogSpec(name, partitions))
+    ensure_changelog_topics(admin, specs, timeout=settings.startup_timeout)
+    restore_conf = {
+        **RESTORE_CONSUMER_DEFAULTS,
+        **common,
+        "group.id": f"{settings.group_id}.restore",  # assign() only: never joins, never commits
+        "enable.auto.commit": False,
+        "isolation.level": "read_committed",
+    }
+    root = state_root(settings)
+    lock = StateDirLock(root)
+    log.info("state: stores %s under %s, changelogs %s", stores, root, sorted(changelogs.values()))
+    return RocksDBState(
+        root,
+        changelogs,
+        settings.state_cache_max_bytes,
+        Restorer(lambda: Consumer(restore_conf)),
+        lambda tps: changelog_watermarks(admin, tps, settings.startup_timeout),
+        lock,
+    )
+
+
+def _partition_count(admin: Any, topic: str, timeout: float) -> int:
+    meta = admin.list_topics(topic, timeout=timeout).topics.get(topic)
+    if meta is None or meta.error is not None:
+        raise ConfigError(
+            f"input_topics: topic {topic!r} does not exist; its changelog needs its partition count"
+        )
+    return len(meta.partitions)
+
+
+def reset_state(settings: BridgeSettings) -> None:
+    """``eos-bridge reset-state``: delete this group's local state (rebuilt from changelogs).
+
+    Raises:
+        ConfigError: a running bridge holds the state directory.
+    """
+    root = state_root(settings)
+    if not root.exists():
+        log.info("reset-state: nothing to delete at %s", root)
+        return
+    lock = StateDirLock(root)
+    try:
+        for child in root.iterdir():
+            if child.name != ".lock":
+                shutil.rmtree(child) if child.is_dir() else child.unlink()
+    finally:
+        lock.release()
+    log.info("reset-state: deleted local state under %s; it is restored from the changelogs", root)

@@ -1,0 +1,180 @@
+"""One RocksDB database per (store, input topic partition), opened with ``rocksdict``.
+
+The database holds the committed state only: the processing loop's uncommitted updates live in
+the write-behind cache (:mod:`app.state.cache`) until their checkpoint commits. Every write is
+one ``WriteBatch`` that carries the data *and* the changelog offset it corresponds to, so the
+two can never disagree after a crash.
+
+Column families other than ``default`` appear when a changelog written by Quix Streams is
+restored (its records name their column family); the changelog offset lives in
+``__metadata__`` under Quix's key, so an operator can read it the same way.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import struct
+from pathlib import Path
+from typing import Any
+
+from rocksdict import BlockBasedOptions, Cache, Options, Rdict, WriteBatch, WriteBufferManager
+
+from app.errors import StateCorrupted
+
+log = logging.getLogger(__name__)
+
+METADATA_CF = "__metadata__"
+CHANGELOG_OFFSET_KEY = b"__changelog_offset__"
+_OFFSET = struct.Struct(">q")
+
+# Shared by every database of the process: memory stays bounded however many partitions open.
+_BLOCK_CACHE_BYTES = 64 * 1024 * 1024
+_MEMTABLES_BYTES = 128 * 1024 * 1024
+_shared: dict[str, Any] = {}
+
+
+def _options() -> Options:
+    if not _shared:
+        _shared["cache"] = Cache(_BLOCK_CACHE_BYTES)
+        _shared["wbm"] = WriteBufferManager(_MEMTABLES_BYTES, False)
+    opts = Options(raw_mode=True)
+    opts.create_if_missing(True)
+    opts.create_missing_column_families(True)
+    opts.set_write_buffer_size(16 * 1024 * 1024)
+    opts.set_max_write_buffer_number(3)
+    opts.set_write_buffer_manager(_shared["wbm"])
+    table = BlockBasedOptions()
+    table.set_block_cache(_shared["cache"])
+    opts.set_block_based_table_factory(table)
+    opts.set_max_background_jobs(2)
+    return opts
+
+
+class StorePartition:
+    """The committed state of one store for one input partition.
+
+    Args:
+        path: the database directory (created when missing).
+        where: a human name for errors, e.g. ``store 'count' of orders[3]``.
+    """
+
+    def __init__(self, path: Path, where: str) -> None:
+        self.path = path
+        self.where = where
+        self._db: Any = None
+        self._cfs: dict[bytes, Any] = {}
+        self._open()
+
+    def _open(self) -> None:
+        self.path.mkdir(parents=True, exist_ok=True)
+        opts = _options()
+        try:
+            existing = Rdict.list_cf(str(self.path), opts) if _exists(self.path) else []
+            families = {name: _options() for name in existing if name != "default"}
+            families.setdefault(METADATA_CF, _options())
+            self._db = Rdict(str(self.path), opts, column_families=families)
+        except Exception as exc:  # rocksdict raises plain Exception for I/O and corruption
+            raise StateCorrupted(
+                f"{self.where}: cannot open RocksDB at {self.path}: {exc}"
+            ) from exc
+        self._cfs = {b"default": None}
+        self._meta = self._db.get_column_family_handle(METADATA_CF)
+        self._meta_view = self._db.get_column_family(METADATA_CF)
+
+    # ---- reads -----------------------------------------------------------------------------
+
+    def get(self, key: bytes) -> bytes | None:
+        value: bytes | None = self._db.get(key)
+        return value
+
+    def scan(self, lower: bytes, upper: bytes) -> list[tuple[bytes, bytes]]:
+        """Committed entries with ``lower <= key < upper``, in key order."""
+        out: list[tuple[bytes, bytes]] = []
+        it = self._db.iter()
+        it.seek(lower)
+        while it.valid():
+            key = it.key()
+            if key >= upper:
+                break
+            out.append((key, it.value()))
+            it.next()
+        return out
+
+    def changelog_offset(self) -> int | None:
+        """Offset of the last changelog record this database reflects (None: nothing yet)."""
+        raw = self._meta_view.get(CHANGELOG_OFFSET_KEY)
+        return None if raw is None else int(_OFFSET.unpack(raw)[0])
+
+    # ---- writes: one WriteBatch each -------------------------------------------------------
+
+    def write(self, updates: dict[bytes, bytes | None], changelog_offset: int) -> None:
+        """Checkpoint step 5: committed updates (None = delete) plus the changelog offset."""
+        batch = WriteBatch(raw_mode=True)
+        for key, value in updates.items():
+            if value is None:
+                batch.delete(key)
+            else:
+                batch.put(key, value)
+        batch.put(CHANGELOG_OFFSET_KEY, _OFFSET.pack(changelog_offset), self._meta)
+        self._write(batch)
+
+    def apply_changelog(
+        self, records: list[tuple[bytes, bytes, bytes | None]], last_offset: int
+    ) -> None:
+        """Recovery: restored records (column family, key, value) plus the changelog offset."""
+        batch = WriteBatch(raw_mode=True)
+        put, delete = batch.put, batch.delete
+        default_cf = b"default"
+        for cf, key, value in records:
+            if cf == default_cf:
+                if value is None:
+                    delete(key)
+                else:
+                    put(key, value)
+            elif value is None:
+                delete(key, self._family(cf))
+            else:
+                put(key, value, self._family(cf))
+        put(CHANGELOG_OFFSET_KEY, _OFFSET.pack(last_offset), self._meta)
+        self._write(batch)
+
+    def _family(self, cf: bytes) -> Any:
+        handle = self._cfs.get(cf)
+        if handle is None:
+            name = cf.decode()
+            if name not in Rdict.list_cf(str(self.path), _options()):
+                self._db.create_column_family(name, _options())
+            handle = self._cfs[cf] = self._db.get_column_family_handle(name)
+        return handle
+
+    def _write(self, batch: Any) -> None:
+        try:
+            self._db.write(batch)
+        except Exception as exc:
+            raise StateCorrupted(
+                f"{self.where}: RocksDB write failed at {self.path}: {exc}"
+            ) from exc
+
+    # ---- lifecycle -------------------------------------------------------------------------
+
+    def close(self) -> None:
+        if self._db is not None:
+            # Column family handles and views keep the database (and its LOCK) alive.
+            self._meta = self._meta_view = None
+            self._cfs = {}
+            self._db.close()
+            self._db = None
+
+    def wipe(self) -> None:
+        """Delete this database (its state is rebuilt from the changelog) and reopen it empty."""
+        self.close()
+        shutil.rmtree(self.path, ignore_errors=True)
+        log.warning(
+            "%s: local state wiped at %s; restoring from the changelog", self.where, self.path
+        )
+        self._open()
+
+
+def _exists(path: Path) -> bool:
+    return (path / "CURRENT").exists()

@@ -1,0 +1,54 @@
+"""Real state stores for step tests, without Kafka: one PartitionState per (store, tp)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from app.pipeline.record import Row
+from app.pipeline.steps import Step, StepContext
+from app.state.cache import CacheBudget, PartitionState
+from app.state.store import StorePartition
+
+
+class LocalAccess:
+    """StateAccess over RocksDB stores in ``root``; ``commit()`` mimics checkpoint step 5."""
+
+    def __init__(self, root: Path, cache_max_bytes: int = 1 << 30) -> None:
+        self.root = root
+        self.budget = CacheBudget(cache_max_bytes)
+        self.states: dict[tuple[str, str, int], PartitionState] = {}
+        self.offset = 0
+
+    def partition(self, store: str, topic: str, partition: int) -> PartitionState:
+        key = (store, topic, partition)
+        if key not in self.states:
+            path = self.root / store / topic / str(partition)
+            store_partition = StorePartition(path, f"{store} {topic}[{partition}]")
+            self.states[key] = PartitionState(store_partition, "changelog", partition, self.budget)
+        return self.states[key]
+
+    def commit(self) -> None:
+        for state in self.states.values():
+            if state.dirty:
+                self.offset += len(state.dirty)
+                state.store.write(state.dirty, self.offset)
+                state.committed()
+
+    def discard(self) -> None:
+        for state in self.states.values():
+            state.discard()
+
+    def close(self) -> None:
+        for state in self.states.values():
+            state.store.close()
+        self.states.clear()
+
+
+def row(value: Any, key: Any = None, offset: int = 0, ts: int = 0, partition: int = 0) -> Row:
+    return Row(value, key, None, "in", partition, offset, ts)
+
+
+def run(step: Step, rows: list[Row], access: LocalAccess) -> tuple[list[Row], StepContext]:
+    ctx = StepContext(retries=0, state=access)
+    return step(rows, ctx), ctx

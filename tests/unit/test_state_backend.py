@@ -1,0 +1,265 @@
+"""The RocksDB backend's checkpoint cycle, without Kafka (fake producer, no restore needed)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from app.config import BridgeSettings
+from app.errors import CheckpointAborted, ConfigError, PartitionsMigrated, RecoveryError
+from app.state.factory import reset_state, state_root
+from app.state.locking import StateDirLock
+from app.state.manager import RocksDBState
+from app.state.store import StorePartition
+from changelog.format import CF_HEADER, PROCESSED_OFFSETS_HEADER
+from changelog.recovery import Restorer
+
+CHANGELOG = "changelog__g--in--count"
+
+
+class FakeMessage:
+    def __init__(self, topic: str, partition: int, offset: int) -> None:
+        self._t, self._p, self._o = topic, partition, offset
+
+    def topic(self) -> str:
+        return self._t
+
+    def partition(self) -> int:
+        return self._p
+
+    def offset(self) -> int:
+        return self._o
+
+
+class FakeProducer:
+    """Records produce() calls; flush() delivers them with consecutive offsets."""
+
+    def __init__(self, fail: bool = False) -> None:
+        self.records: list[dict[str, Any]] = []
+        self._queue: list[tuple[Any, FakeMessage]] = []
+        self._next = 0
+        self._fail = fail
+
+    def produce(self, topic: str, value: Any, key: Any, **kw: Any) -> None:
+        self.records.append({"topic": topic, "value": value, "key": key, **kw})
+        self._queue.append((kw["on_delivery"], FakeMessage(topic, kw["partition"], self._next)))
+        self._next += 1
+
+    def flush(self) -> None:
+        for callback, msg in self._queue:
+            callback("broker says no" if self._fail else None, msg)
+        self._queue.clear()
+
+
+def no_consumer() -> Any:
+    raise AssertionError("nothing to restore: the restore consumer must not be created")
+
+
+def backend(root: Path, cap: int = 1 << 30, high: int = 0) -> RocksDBState:
+    return RocksDBState(
+        root,
+        {("count", "in"): CHANGELOG},
+        cap,
+        Restorer(no_consumer),
+        lambda tps: {tp: (0, high) for tp in tps},
+    )
+
+
+def ready(state: RocksDBState, *partitions: int) -> None:
+    tps = [("in", p) for p in partitions]
+    state.assign(tps)
+    assert state.pending_recovery() == tps
+    assert state.recover({tp: -1001 for tp in tps}, 1.0)
+    assert state.pending_recovery() == []
+
+
+def test_checkpoint_cycle(tmp_path: Path) -> None:
+    state = backend(tmp_path)
+    ready(state, 0, 1)
+    state.partition("count", "in", 0).set(b"k", b"1")
+    state.partition("count", "in", 1).set(b"j", b"2")
+    state.partition("count", "in", 1).delete(b"gone")
+    producer = FakeProducer()
+    state.produce_changelogs(producer, {("in", 0): 10, ("in", 1): 20})
+    producer.flush()
+    state.verify_delivery()
+    state.after_commit()
+    by_key = {r["key"]: r for r in producer.records}
+    assert by_key[b"k"]["topic"] == CHANGELOG and by_key[b"k"]["partition"] == 0
+    assert dict(by_key[b"k"]["headers"]) == {
+        CF_HEADER: b"default",
+        PROCESSED_OFFSETS_HEADER: b'{"in":9}',  # position 10 → last processed offset 9
+    }
+    assert by_key[b"gone"]["value"] is None  # tombstone
+    assert dict(by_key[b"j"]["headers"])[PROCESSED_OFFSETS_HEADER] == b'{"in":19}'
+    state.close()
+    store = StorePartition(tmp_path / "count" / "in" / "1", "t")
+    assert store.get(b"j") == b"2"
+    assert store.changelog_offset() == max(
+        i for i, r in enumerate(producer.records) if r["partition"] == 1
+    )
+    store.close()
+
+
+def test_discard_forgets_uncommitted_updates(tmp_path: Path) -> None:
+    state = backend(tmp_path)
+    ready(state, 0)
+    view = state.partition("count", "in", 0)
+    view.set(b"k", b"1")
+    view.memo["t"] = 5
+    state.discard()
+    assert view.get(b"k") is None and view.memo == {}
+    producer = FakeProducer()
+    state.produce_changelogs(producer, {("in", 0): 1})
+    assert producer.records == []
+    state.close()
+
+
+def test_cache_cap_forces_a_checkpoint(tmp_path: Path) -> None:
+    state = backend(tmp_path, cap=10_000)
+    ready(state, 0)
+    view = state.partition("count", "in", 0)
+    for i in range(20):
+        view.set(b"k%d" % i, b"x" * 100)
+    assert not state.needs_checkpoint()
+    for i in range(20, 60):
+        view.set(b"k%d" % i, b"x" * 100)
+    assert state.needs_checkpoint()
+    producer = FakeProducer()
+    state.produce_changelogs(producer, {("in", 0): 60})
+    producer.flush()
+    state.after_commit()
+    assert not state.needs_checkpoint()
+    state.close()
+
+
+def test_failed_changelog_delivery_fails_the_checkpoint(tmp_path: Path) -> None:
+    state = backend(tmp_path)
+    ready(state, 0)
+    state.partition("count", "in", 0).set(b"k", b"1")
+    producer = FakeProducer(fail=True)
+    state.produce_changelogs(producer, {("in", 0): 1})
+    producer.flush()
+    with pytest.raises(CheckpointAborted, match=rf"changelog delivery error.*{CHANGELOG}\[0\]"):
+        state.verify_delivery()
+    state.close()
+
+
+def test_late_reports_of_an_aborted_checkpoint_are_ignored(tmp_path: Path) -> None:
+    state = backend(tmp_path)
+    ready(state, 0)
+    state.partition("count", "in", 0).set(b"k", b"1")
+    aborted = FakeProducer(fail=True)
+    state.produce_changelogs(aborted, {("in", 0): 1})
+    state.discard()
+    state.partition("count", "in", 0).set(b"k", b"1")
+    producer = FakeProducer()
+    state.produce_changelogs(producer, {("in", 0): 1})
+    aborted.flush()  # purged records of the aborted transaction report late
+    producer.flush()
+    state.verify_delivery()
+    state.close()
+
+
+def test_unconfirmed_changelog_records_fail_the_checkpoint(tmp_path: Path) -> None:
+    state = backend(tmp_path)
+    ready(state, 0)
+    state.partition("count", "in", 0).set(b"k", b"1")
+    state.produce_changelogs(FakeProducer(), {("in", 0): 1})
+    with pytest.raises(CheckpointAborted, match="1 changelog record"):
+        state.verify_delivery()
+    state.close()
+
+
+def test_state_of_an_unassigned_partition_is_refused(tmp_path: Path) -> None:
+    state = backend(tmp_path)
+    state.assign([("in", 3)])
+    with pytest.raises(PartitionsMigrated, match=r"in\[3\]"):
+        state.partition("count", "in", 3)  # not recovered yet
+    with pytest.raises(RecoveryError, match="committed offset"):
+        state.recover({}, 1.0)
+    state.close()
+
+
+def test_revoked_partition_is_closed(tmp_path: Path) -> None:
+    state = backend(tmp_path)
+    ready(state, 0)
+    state.revoke([("in", 0)])
+    with pytest.raises(PartitionsMigrated):
+        state.partition("count", "in", 0)
+    ready(state, 0)  # and can come back
+    state.close()
+
+
+class MarkersOnlyConsumer:
+    """A changelog partition holding only transaction markers: nothing is ever returned,
+    the position still reaches the end."""
+
+    def __init__(self, end: int) -> None:
+        self.end = end
+        self.assigned: list[Any] = []
+        self.closed = False
+
+    def incremental_assign(self, tps: list[Any]) -> None:
+        self.assigned += tps
+
+    def incremental_unassign(self, tps: list[Any]) -> None:
+        pass
+
+    def consume(self, n: int, timeout: float) -> list[Any]:
+        return []
+
+    def position(self, tps: list[Any]) -> list[Any]:
+        for tp in tps:
+            tp.offset = self.end
+        return tps
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def test_store_ahead_of_its_changelog_is_wiped(tmp_path: Path) -> None:
+    store = StorePartition(tmp_path / "count" / "in" / "0", "t")
+    store.write({b"stale": b"1"}, changelog_offset=41)
+    store.close()
+    consumer = MarkersOnlyConsumer(end=10)
+    state = RocksDBState(
+        tmp_path, {("count", "in"): CHANGELOG}, 1 << 20, Restorer(lambda: consumer),
+        lambda tps: {tp: (0, 10) for tp in tps},  # the changelog ends at 10: re-created
+    )  # fmt: skip
+    state.assign([("in", 0)])
+    assert state.recover({("in", 0): -1001}, 5.0)
+    assert [(tp.topic, tp.partition, tp.offset) for tp in consumer.assigned] == [(CHANGELOG, 0, 0)]
+    assert consumer.closed, "the restore consumer is closed once nothing is left to restore"
+    assert state.partition("count", "in", 0).get(b"stale") is None
+    state.close()
+
+
+def _settings(tmp_path: Path) -> BridgeSettings:
+    return BridgeSettings(
+        input_topics=["in"], output_topic="out", group_id="g", state_dir=tmp_path / "state"
+    )
+
+
+def test_reset_state_wipes_local_state_but_not_a_live_one(tmp_path: Path) -> None:
+    settings = _settings(tmp_path)
+    root = state_root(settings)
+    lock = StateDirLock(root)
+    state = RocksDBState(
+        root, {("count", "in"): CHANGELOG}, 1 << 20, Restorer(no_consumer),
+        lambda tps: {tp: (0, 0) for tp in tps}, lock,
+    )  # fmt: skip
+    ready(state, 0)
+    state.partition("count", "in", 0).set(b"k", b"1")
+    producer = FakeProducer()
+    state.produce_changelogs(producer, {("in", 0): 1})
+    producer.flush()
+    state.after_commit()
+    with pytest.raises(ConfigError, match=r"in use by pid \d+"):
+        reset_state(settings)
+    state.close()
+    reset_state(settings)
+    assert [p.name for p in root.iterdir()] == [".lock"]
+    reset_state(settings)  # idempotent
