@@ -44,12 +44,56 @@ class Pipeline:
         """Choose the output topic per record (None = the configured output topic)."""
         return self.then(Apply(fn, target="topic", name="route"))
 
+    # Stateful steps (app.state.steps, imported here lazily: app.state imports this module).
+    # Times are in seconds; ``name`` names the store and its changelog topic: keep it stable.
+
+    def dedupe(self, by: Any = None, ttl: float | None = None, name: str = "dedupe") -> Pipeline:
+        """Drop repeats of an id (field name or function of the value; default the key)."""
+        from app.state.steps import Dedupe
+
+        return self.then(Dedupe(ttl=ttl, by=by, name=name))
+
+    def count(self, name: str = "count") -> Pipeline:
+        """Count per key; emits ``{"key", "count", "_source_*"}`` per input."""
+        from app.state.steps import Count
+
+        return self.then(Count(name=name))
+
+    def sum(self, of: Any, name: str = "sum") -> Pipeline:
+        """Sum a field (name or function of the value) per key; emits ``{"key", "sum", ...}``."""
+        from app.state.steps import Sum
+
+        return self.then(Sum(of=of, name=name))
+
+    def window(
+        self, size: float, hop: float | None = None, grace: float = 0.0,
+        timestamp: Any = None, name: str = "window",
+    ) -> WindowBuilder:  # fmt: skip
+        """Event-time windows (tumbling unless ``hop``); finish with ``.aggregate(...)``."""
+        return WindowBuilder(self, size, hop, grace, timestamp, name)
+
     @property
     def stateful(self) -> bool:
         return any(step.stateful for step in self.steps)
 
     def __len__(self) -> int:
         return len(self.steps)
+
+
+class WindowBuilder:
+    """``Pipeline.window(...)`` waiting for its ``.aggregate(kind, of)``."""
+
+    def __init__(self, pipeline: Pipeline, *window: Any) -> None:
+        self._pipeline = pipeline
+        self._window = window
+
+    def aggregate(self, kind: str = "count", of: Any = None) -> Pipeline:
+        """``count``, or ``sum``/``min``/``max``/``mean`` of field ``of``; emits
+        ``{"key", "start", "end", "value", "_source_*"}`` once per closed window."""
+        from app.state.steps import window
+
+        size, hop, grace, timestamp, name = self._window
+        return self._pipeline.then(window(size, hop, grace, kind, of, timestamp, name))
 
 
 def as_pipeline(obj: Any) -> Pipeline:

@@ -1,2 +1,289 @@
-"""Stateful pipeline steps (dedupe, count, sum, windows). Registered into the spec compiler
-by import; built on :class:`app.pipeline.steps.StateAccess`. Work in progress (issue 4)."""
+"""Stateful pipeline steps: dedupe, count, sum (here) and windows (:mod:`app.state.windows`).
+
+Usable from Python (``Pipeline().then(Count())`` or ``Pipeline().count()``) and from declarative
+specs (the compilers below register themselves in :data:`app.pipeline.spec.STEP_COMPILERS`).
+
+Every step's store is named after the step (``name=``): it names the changelog topic
+``changelog__<group>--<input topic>--<name>`` and must stay stable across deployments.
+Outputs carry ``_source_topic``/``_source_partition``/``_source_offset`` of the input record
+they came from.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from app.errors import ConfigError
+from app.pipeline.expressions import Expression
+from app.pipeline.record import Row
+from app.pipeline.spec import step_compiler
+from app.pipeline.steps import PartitionState, Step, StepContext
+from app.state.keys import decode_int, display_key, encode_int, encode_key
+from app.state.stepkit import (
+    Extractor,
+    FieldSpec,
+    RowFn,
+    Views,
+    extractor,
+    milliseconds,
+    number,
+    provenance,
+    require_state,
+)
+from app.state.windows import Aggregate, Window, advance_stream_time, persist_stream_time
+
+SEEN_PREFIX = b"d"  # d + encoded id → stream time it was first seen (8 bytes)
+EXPIRY_PREFIX = b"x"  # x + expiry time (8 bytes) + encoded id → b"" (time-ordered index)
+
+
+@dataclass(slots=True)
+class Dedupe:
+    """Pass the first record of each id; drop repeats seen within ``ttl`` of stream time.
+
+    Stream time is the partition's largest record timestamp (kept in state), so the outcome is
+    the same however a replay is batched. Expired ids are swept from state via a time index.
+
+    Args:
+        ttl: seconds an id is remembered (None = forever).
+        by: the id: a field name, a function of the value, or a RowFn (default: the key).
+        name: step name = store name.
+    """
+
+    ttl: float | None = None
+    by: FieldSpec | None = None
+    name: str = "dedupe"
+    stateful: bool = True
+    _id: Extractor | None = field(default=None, init=False, repr=False)
+    _ttl_ms: int | None = field(default=None, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self._ttl_ms = milliseconds(self.ttl, f"dedupe {self.name!r} ttl", allow_none=True)
+        if self._ttl_ms == 0:
+            raise ConfigError(f"dedupe {self.name!r}: ttl must be positive (or None = forever)")
+        self._id = None if self.by is None else extractor(self.by)
+
+    @property
+    def store(self) -> str:
+        return self.name
+
+    def _ident(self, row: Row) -> bytes:
+        return encode_key(row.key if self._id is None else self._id(row))
+
+    def __call__(self, rows: list[Row], ctx: StepContext) -> list[Row]:
+        views = Views(require_state(ctx, self.name), self.name)
+        ttl = self._ttl_ms
+        out: list[Row] = []
+        for row in rows:
+            ok, ident = ctx.guarded(self.name, row, self._ident)
+            if not ok:
+                continue
+            view = views.of(row)
+            now = advance_stream_time(view, row.timestamp)
+            seen_key = SEEN_PREFIX + ident
+            seen = view.get(seen_key)
+            if seen is not None and (ttl is None or decode_int(seen) + ttl > now):
+                continue  # a repeat
+            view.set(seen_key, encode_int(now))
+            if ttl is not None:
+                view.set(EXPIRY_PREFIX + encode_int(now + ttl) + ident, b"")
+            out.append(row)
+        for view in views.by_partition.values():
+            persist_stream_time(view)
+            if ttl is not None:
+                _sweep(view, ttl)
+        return out
+
+
+def _sweep(view: PartitionState, ttl: int) -> None:
+    """Delete ids whose ttl ran out (at most every ttl/10 of stream time)."""
+    now: int = view.memo["t"]
+    if now < view.memo.get("sweep_at", now):
+        return
+    view.memo["sweep_at"] = now + max(ttl // 10, 1000)
+    for xkey, _ in view.scan(EXPIRY_PREFIX, EXPIRY_PREFIX + encode_int(now + 1)):
+        view.delete(xkey)
+        seen_key = SEEN_PREFIX + xkey[9:]
+        seen = view.get(seen_key)
+        if seen is not None and decode_int(seen) + ttl <= now:
+            view.delete(seen_key)  # not refreshed since: expired for good
+
+
+@dataclass(slots=True)
+class Count:
+    """Count records per key; each input becomes ``{"key", "count", "_source_*"}``."""
+
+    name: str = "count"
+    stateful: bool = True
+
+    @property
+    def store(self) -> str:
+        return self.name
+
+    def __call__(self, rows: list[Row], ctx: StepContext) -> list[Row]:
+        views = Views(require_state(ctx, self.name), self.name)
+        out: list[Row] = []
+        for row in rows:
+            ok, key = ctx.guarded(self.name, row, _row_key)
+            if not ok:
+                continue
+            view = views.of(row)
+            raw = view.get(key)
+            count = (0 if raw is None else int(raw)) + 1
+            view.set(key, b"%d" % count)
+            row.value = {"key": display_key(row.key), "count": count, **provenance(row)}
+            out.append(row)
+        return out
+
+
+@dataclass(slots=True)
+class Sum:
+    """Sum a numeric field per key; each input becomes ``{"key", "sum", "_source_*"}``.
+
+    Args:
+        of: field name, function of the value, or RowFn.
+        name: step name = store name.
+    """
+
+    of: FieldSpec = "value"
+    name: str = "sum"
+    stateful: bool = True
+    _get: Extractor | None = field(default=None, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self._get = extractor(self.of)
+
+    @property
+    def store(self) -> str:
+        return self.name
+
+    def _extract(self, row: Row) -> tuple[bytes, int | float]:
+        assert self._get is not None
+        return encode_key(row.key), number(self._get(row), f"sum {self.name!r} field")
+
+    def __call__(self, rows: list[Row], ctx: StepContext) -> list[Row]:
+        views = Views(require_state(ctx, self.name), self.name)
+        out: list[Row] = []
+        for row in rows:
+            ok, got = ctx.guarded(self.name, row, self._extract)
+            if not ok:
+                continue
+            key, amount = got
+            view = views.of(row)
+            raw = view.get(key)
+            total = (0 if raw is None else orjson.loads(raw)) + amount
+            view.set(key, orjson.dumps(total))
+            row.value = {"key": display_key(row.key), "sum": total, **provenance(row)}
+            out.append(row)
+        return out
+
+
+def _row_key(row: Row) -> bytes:
+    return encode_key(row.key)
+
+
+def window(
+    size: float,
+    hop: float | None = None,
+    grace: float = 0.0,
+    aggregate: str = "count",
+    of: FieldSpec | None = None,
+    timestamp: FieldSpec | None = None,
+    name: str = "window",
+) -> Window:
+    """A tumbling (``hop`` None) or hopping window; times in seconds."""
+    size_ms = milliseconds(size, f"window {name!r} size")
+    assert size_ms is not None
+    hop_ms = size_ms if hop is None else milliseconds(hop, f"window {name!r} hop")
+    grace_ms = milliseconds(grace, f"window {name!r} grace")
+    assert hop_ms is not None and grace_ms is not None
+    return Window(size_ms, hop_ms, grace_ms, Aggregate(aggregate, of), timestamp, name)
+
+
+# ---- declarative spec compilers --------------------------------------------------------------
+
+
+def _options(
+    arg: Any, where: str, allowed: set[str], shorthand: str | None = None
+) -> dict[str, Any]:
+    if arg is None:
+        return {}
+    if shorthand is not None and not isinstance(arg, dict):
+        return {shorthand: arg}
+    if not isinstance(arg, dict):
+        raise ConfigError(f"pipeline spec {where}: expected a mapping with {sorted(allowed)}")
+    unknown = set(arg) - allowed
+    if unknown:
+        raise ConfigError(
+            f"pipeline spec {where}: unknown option(s) {sorted(unknown)} (known: {sorted(allowed)})"
+        )
+    return arg
+
+
+def _row_expr(source: Any, where: str) -> RowFn:
+    if not isinstance(source, str):
+        raise ConfigError(f"pipeline spec {where}: expected an expression string, got {source!r}")
+    return RowFn(Expression(source, where))
+
+
+def _located(where: str, build: Callable[[], Step]) -> Step:
+    """Build a step; a ConfigError from its checks gets the spec location in front."""
+    try:
+        return build()
+    except ConfigError as exc:
+        raise ConfigError(f"pipeline spec {where}: {exc}") from None
+
+
+def _name(opts: dict[str, Any], default: str, where: str) -> str:
+    name = opts.get("name", default)
+    if not isinstance(name, str):
+        raise ConfigError(f"pipeline spec {where}.name: expected a string, got {name!r}")
+    return name
+
+
+@step_compiler("dedupe")
+def _dedupe_spec(arg: Any, where: str) -> Step:
+    """``dedupe: {by: <expression, default key>, ttl: <seconds, default forever>, name}``."""
+    opts = _options(arg, where, {"by", "ttl", "name"})
+    by = _row_expr(opts["by"], f"{where}.by") if "by" in opts else None
+    name = _name(opts, "dedupe", where)
+    return _located(where, lambda: Dedupe(ttl=opts.get("ttl"), by=by, name=name))
+
+
+@step_compiler("count")
+def _count_spec(arg: Any, where: str) -> Step:
+    """``count: {name}`` (or ``count: null``): count per key."""
+    opts = _options(arg, where, {"name"})
+    return Count(name=_name(opts, "count", where))
+
+
+@step_compiler("sum")
+def _sum_spec(arg: Any, where: str) -> Step:
+    """``sum: <expression>`` or ``sum: {field: <expression>, name}``: sum per key."""
+    opts = _options(arg, where, {"field", "name"}, shorthand="field")
+    if "field" not in opts:
+        raise ConfigError(f"pipeline spec {where}: 'field' (an expression) is required")
+    return Sum(of=_row_expr(opts["field"], f"{where}.field"), name=_name(opts, "sum", where))
+
+
+@step_compiler("window")
+def _window_spec(arg: Any, where: str) -> Step:
+    """``window: {size, hop, grace, timestamp: <expr, ms>, aggregate: count | {sum: <expr>},
+    name}`` — times in seconds; aggregate one of count, sum, min, max, mean."""
+    opts = _options(arg, where, {"size", "hop", "grace", "timestamp", "aggregate", "name"})
+    aggregate: Any = opts.get("aggregate", "count")
+    kind, of = aggregate, None
+    if isinstance(aggregate, dict) and len(aggregate) == 1:
+        ((kind, source),) = aggregate.items()
+        of = _row_expr(source, f"{where}.aggregate.{kind}")
+    if not isinstance(kind, str):
+        raise ConfigError(f"pipeline spec {where}.aggregate: expected count or {{sum: <expr>}}")
+    ts = _row_expr(opts["timestamp"], f"{where}.timestamp") if "timestamp" in opts else None
+    size: Any = opts.get("size")  # validated (required, seconds) by window()
+    name = _name(opts, "window", where)
+    return _located(
+        where, lambda: window(size, opts.get("hop"), opts.get("grace", 0.0), kind, of, ts, name)
+    )

@@ -1,0 +1,92 @@
+"""What every stateful step shares: value extractors, the state lookup, provenance fields."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from app.errors import ConfigError
+from app.pipeline.record import Row
+from app.pipeline.steps import PartitionState, StateAccess, StepContext
+
+# Every output of a stateful step says which input record produced it.
+SOURCE_TOPIC, SOURCE_PARTITION, SOURCE_OFFSET = (
+    "_source_topic",
+    "_source_partition",
+    "_source_offset",
+)
+
+Extractor = Callable[[Row], Any]
+
+
+@dataclass(slots=True, frozen=True)
+class RowFn:
+    """A function of the whole row (spec expressions see key, headers, timestamp...)."""
+
+    fn: Callable[[Row], Any]
+
+
+FieldSpec = str | RowFn | Callable[[Any], Any]
+
+
+def extractor(spec: FieldSpec) -> Extractor:
+    """A row → value function: a field name, a :class:`RowFn`, or a function of the value."""
+    if isinstance(spec, str):
+        name = spec
+        return lambda row: row.value[name]
+    if isinstance(spec, RowFn):
+        return spec.fn
+    fn = spec
+    return lambda row: fn(row.value)
+
+
+def require_state(ctx: StepContext, step: str) -> StateAccess:
+    if ctx.state is None:
+        raise ConfigError(f"pipeline step {step!r} keeps state but the bridge has no state backend")
+    return ctx.state
+
+
+class Views:
+    """Per-batch lookup of the partition state a row belongs to."""
+
+    __slots__ = ("_access", "_store", "by_partition")
+
+    def __init__(self, access: StateAccess, store: str) -> None:
+        self._access = access
+        self._store = store
+        self.by_partition: dict[tuple[str, int], PartitionState] = {}
+
+    def of(self, row: Row) -> PartitionState:
+        tp = (row.source_topic, row.partition)
+        view = self.by_partition.get(tp)
+        if view is None:
+            view = self.by_partition[tp] = self._access.partition(self._store, *tp)
+        return view
+
+
+def provenance(row: Row) -> dict[str, Any]:
+    """The output fields naming the input record an output came from."""
+    return {
+        SOURCE_TOPIC: row.source_topic,
+        SOURCE_PARTITION: row.partition,
+        SOURCE_OFFSET: row.offset,
+    }
+
+
+def number(value: Any, what: str) -> int | float:
+    """``value`` if it is an int or float (not bool), else TypeError naming ``what``."""
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return value
+    raise TypeError(f"{what} must be a number, got {type(value).__name__}: {value!r}")
+
+
+def milliseconds(seconds: float | None, what: str, allow_none: bool = False) -> int | None:
+    """Seconds (API and spec unit) → whole milliseconds, validated."""
+    if seconds is None:
+        if allow_none:
+            return None
+        raise ConfigError(f"{what} is required (seconds)")
+    if isinstance(seconds, bool) or not isinstance(seconds, int | float) or seconds < 0:
+        raise ConfigError(f"{what} must be a non-negative number of seconds, got {seconds!r}")
+    return round(seconds * 1000)

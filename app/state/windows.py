@@ -1,0 +1,226 @@
+"""Tumbling and hopping windows on event time, with a grace period.
+
+A window ``[start, start + size)`` has ``start`` a multiple of ``hop`` (tumbling: hop = size).
+Stream time is the largest event time seen on the input partition (kept in state, so it
+survives recovery). A window *closes* when stream time reaches ``end + grace``: its final result
+is emitted once and its state deleted. A record whose window is already closed is late and
+ignored for that window. Results only depend on the order of records in the partition, never on
+batch or checkpoint boundaries, so a replay after a crash emits exactly the same windows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import orjson
+
+from app.errors import ConfigError
+from app.pipeline.record import Row
+from app.pipeline.steps import PartitionState, StepContext
+from app.state.keys import decode_int, decode_key, display_key, encode_int, encode_key
+from app.state.stepkit import Extractor, FieldSpec, Views, extractor, number, provenance
+from app.state.stepkit import require_state as _require_state
+
+WINDOW_PREFIX = b"w"  # w + start (8 bytes) + encoded key → accumulator (JSON)
+STREAM_TIME_KEY = b"t"  # stream time of the partition (8 bytes)
+
+
+# ---- window arithmetic (pure) ----------------------------------------------------------------
+
+
+def window_starts(timestamp: int, size: int, hop: int) -> list[int]:
+    """Starts of every window ``[s, s + size)``, ``s`` a multiple of ``hop``, that holds
+    ``timestamp``, in ascending order."""
+    last = timestamp - timestamp % hop
+    return list(range(last, timestamp - size, -hop))[::-1]
+
+
+def is_closed(start: int, size: int, grace: int, stream_time: int) -> bool:
+    """A window is closed once stream time reached its end plus the grace period."""
+    return start + size + grace <= stream_time
+
+
+def last_closed_start(stream_time: int, size: int, grace: int, hop: int) -> int:
+    """The largest window start (a multiple of ``hop``) that is closed at ``stream_time``."""
+    bound = stream_time - size - grace
+    return bound - bound % hop
+
+
+def stream_time(view: PartitionState) -> int | None:
+    """The partition's stream time (memoised; None before the first record)."""
+    if "t" not in view.memo:
+        raw = view.get(STREAM_TIME_KEY)
+        view.memo["t"] = None if raw is None else decode_int(raw)
+    value: int | None = view.memo["t"]
+    return value
+
+
+def advance_stream_time(view: PartitionState, timestamp: int) -> int:
+    """Stream time after a record at ``timestamp`` (in memo; :func:`persist_stream_time`)."""
+    current = stream_time(view)
+    now = timestamp if current is None or timestamp > current else current
+    view.memo["t"] = now
+    return now
+
+
+def persist_stream_time(view: PartitionState) -> None:
+    now = view.memo.get("t")
+    if now is not None:
+        view.set(STREAM_TIME_KEY, encode_int(now))
+
+
+# ---- aggregations ----------------------------------------------------------------------------
+
+
+class Aggregation(Protocol):
+    """Folds the values of a window into a JSON-able accumulator."""
+
+    kind: str
+
+    def extract(self, row: Row) -> Any: ...
+
+    def add(self, acc: Any, value: Any) -> Any: ...
+
+    def result(self, acc: Any) -> Any: ...
+
+
+@dataclass(slots=True)
+class Aggregate:
+    """``count``, or ``sum``/``min``/``max``/``mean`` of a field.
+
+    Args:
+        kind: the aggregation.
+        of: field name, function of the value, or :class:`~app.state.stepkit.RowFn`
+            (required except for ``count``).
+    """
+
+    kind: str = "count"
+    of: FieldSpec | None = None
+    _get: Extractor | None = field(default=None, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.kind not in _ADD:
+            raise ConfigError(f"window aggregate {self.kind!r} is not one of {sorted(_ADD)}")
+        if self.kind != "count":
+            if self.of is None:
+                raise ConfigError(f"window aggregate {self.kind!r} needs a field")
+            self._get = extractor(self.of)
+
+    def extract(self, row: Row) -> Any:
+        return None if self._get is None else number(self._get(row), f"{self.kind} field")
+
+    def add(self, acc: Any, value: Any) -> Any:
+        return _ADD[self.kind](acc, value)
+
+    def result(self, acc: Any) -> Any:
+        return acc[0] / acc[1] if self.kind == "mean" else acc
+
+
+_ADD: dict[str, Callable[[Any, Any], Any]] = {
+    "count": lambda acc, _v: (acc or 0) + 1,
+    "sum": lambda acc, v: (acc or 0) + v,
+    "min": lambda acc, v: v if acc is None or v < acc else acc,
+    "max": lambda acc, v: v if acc is None or v > acc else acc,
+    "mean": lambda acc, v: [v, 1] if acc is None else [acc[0] + v, acc[1] + 1],
+}
+
+
+# ---- the step --------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class Window:
+    """Aggregate rows per key in event-time windows; emit each window's final result.
+
+    Output rows: key = the window's key; value = ``{"key", "start", "end", "value",
+    "_source_topic", "_source_partition", "_source_offset"}`` (times in ms; the source is the
+    record whose event time closed the window).
+
+    Args:
+        size: window length in ms.
+        hop: distance between window starts in ms (= size: tumbling).
+        grace: how long after its end a window still accepts late records, in ms.
+        aggregate: what to compute.
+        timestamp: event time in ms (field name, function of the value or RowFn); default:
+            the Kafka record timestamp.
+        name: step name = store name.
+    """
+
+    size: int
+    hop: int
+    grace: int
+    aggregate: Aggregation
+    timestamp: FieldSpec | None = None
+    name: str = "window"
+    stateful: bool = True
+    _ts: Extractor | None = field(default=None, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.size <= 0 or not 0 < self.hop <= self.size or self.grace < 0:
+            raise ConfigError(
+                f"window {self.name!r}: need size > 0, 0 < hop <= size, grace >= 0 "
+                f"(got size={self.size} ms, hop={self.hop} ms, grace={self.grace} ms)"
+            )
+        self._ts = None if self.timestamp is None else extractor(self.timestamp)
+
+    @property
+    def store(self) -> str:
+        return self.name
+
+    def _extract(self, row: Row) -> tuple[bytes, int, Any]:
+        ts = row.timestamp if self._ts is None else self._ts(row)
+        return encode_key(row.key), int(number(ts, "event time")), self.aggregate.extract(row)
+
+    def __call__(self, rows: list[Row], ctx: StepContext) -> list[Row]:
+        views = Views(_require_state(ctx, self.name), self.name)
+        last: dict[tuple[str, int], Row] = {}
+        size, hop, grace, agg = self.size, self.hop, self.grace, self.aggregate
+        for row in rows:
+            ok, got = ctx.guarded(self.name, row, self._extract)
+            if not ok:
+                continue
+            key, ts, value = got
+            view = views.of(row)
+            now = advance_stream_time(view, ts)
+            for start in window_starts(ts, size, hop):
+                if is_closed(start, size, grace, now):
+                    continue  # late for this window: its result is already out
+                wkey = WINDOW_PREFIX + encode_int(start) + key
+                raw = view.get(wkey)
+                acc = agg.add(None if raw is None else orjson.loads(raw), value)
+                view.set(wkey, orjson.dumps(acc))
+            last[(row.source_topic, row.partition)] = row
+        out: list[Row] = []
+        for tp, row in last.items():
+            view = views.by_partition[tp]
+            persist_stream_time(view)
+            out += self._close(view, row)
+        return out
+
+    def _close(self, view: PartitionState, trigger: Row) -> list[Row]:
+        now = stream_time(view)
+        if now is None:
+            return []
+        closable = last_closed_start(now, self.size, self.grace, self.hop)
+        if view.memo.get("closed_to") == closable:
+            return []
+        view.memo["closed_to"] = closable
+        out = []
+        upper = WINDOW_PREFIX + encode_int(closable + 1)
+        for wkey, raw in view.scan(WINDOW_PREFIX, upper):
+            view.delete(wkey)
+            start, key = decode_int(wkey[1:9]), decode_key(wkey[9:])
+            row = trigger.derive(
+                {
+                    "key": display_key(key),
+                    "start": start,
+                    "end": start + self.size,
+                    "value": self.aggregate.result(orjson.loads(raw)),
+                    **provenance(trigger),
+                }
+            )
+            row.key = key
+            out.append(row)
+        return out
