@@ -4,13 +4,13 @@
 #   tools/helm.sh lint deploy/helm/eos-bridge     # any helm arguments
 #   tools/helm.sh --path                          # print the binary's path (building it if needed)
 #
-# The binary lives in ${EOS_BRIDGE_CACHE:-~/.cache/eos-bridge}/bin/helm-<version>; a second run
+# The binary lives in ${EOS_BRIDGE_HOME:-~/.cache/eos-bridge}/bin/helm-<version>; a second run
 # finds it there and does not rebuild. Change HELM_VERSION here (not in the environment) to
 # move the pin, so CI and every developer render the chart with the same helm.
 set -euo pipefail
 
 HELM_VERSION=v3.21.4
-cache="${EOS_BRIDGE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/eos-bridge}"
+cache="${EOS_BRIDGE_HOME:-$HOME/.cache/eos-bridge}"
 bin="$cache/bin/helm-$HELM_VERSION"
 
 if [[ ! -x "$bin" ]]; then

@@ -390,6 +390,14 @@ def test_spark_job_is_optional_and_runs_available_now(
     args = container["args"]
     assert args[:2] == ["--trigger", "available-now"]
     assert args[args.index("--topic") + 1] == "clicks-clean"  # templated from bridge.outputTopic
+    assert args[args.index("--bootstrap") + 1] == "kafka:9092"
+    # The job's own parser accepts exactly what the CronJob passes.
+    from spark_jobs.stream import parse_args
+
+    parsed = parse_args(args)
+    assert parsed.trigger == "available-now"
+    assert parsed.checkpoint.startswith("/var/lib/eos-bridge/spark/")
+    assert parsed.table.startswith("/var/lib/eos-bridge/spark/")
     assert container["securityContext"]["readOnlyRootFilesystem"] is True
     volumes = {v["name"]: v for v in pod["volumes"]}
     claim = one(resources, "PersistentVolumeClaim")

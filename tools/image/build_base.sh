@@ -12,7 +12,7 @@
 # (/usr/local/share/ca-certificates) are added to the base too, so pip and apt inside a build go
 # out through the same network path as the host does.
 #
-# Cached: the rootfs tarball under ${EOS_BRIDGE_CACHE:-~/.cache/eos-bridge}/images/, keyed by
+# Cached: the rootfs tarball under ${EOS_BRIDGE_HOME:-~/.cache/eos-bridge}/images/, keyed by
 # this recipe and the host's extra CAs. A second run finds the image in buildah's storage (or
 # re-imports the tarball) and does not run debootstrap again.
 set -euo pipefail
@@ -85,7 +85,7 @@ import_tarball() {
 
 main() {
   ensure_tools
-  local cache="${EOS_BRIDGE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/eos-bridge}/images"
+  local cache="${EOS_BRIDGE_HOME:-$HOME/.cache/eos-bridge}/images"
   local key image tarball
   key="$(cache_key)"
   image="localhost/eos-bridge-base:$SUITE-$key"
