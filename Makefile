@@ -24,6 +24,10 @@ lint: $(STAMP)
 unit: $(STAMP)
 	$(BIN)/pytest -q tests/unit
 
+# The bridge on an embedded local Kafka: live traffic, a SIGKILL mid-run, restart, verify.
+demo: $(STAMP)
+	$(BIN)/python -m app.demo
+
 # Lint, types, then every test: unit, real-broker integration, chaos, Spark, chart and image.
 test: lint
 	$(BIN)/pytest -q --durations=15

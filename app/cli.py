@@ -8,7 +8,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from app import logs
+from app import logs, verify
 from app.config import load_settings
 from app.devkafka import command as dev_kafka
 from app.errors import ConfigError
@@ -57,6 +57,7 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--pipeline")
     check.set_defaults(func=cmd_check_config)
 
+    verify.add_parser(sub)
     dev_kafka.add_parser(sub)
     return parser
 

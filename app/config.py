@@ -6,16 +6,19 @@ Validation turns every problem into one line naming the setting and its env var.
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import (
     BaseSettings,
+    NoDecode,
     PydanticBaseSettingsSource,
     SettingsConfigDict,
+    SettingsError,
     YamlConfigSettingsSource,
 )
 
@@ -34,7 +37,8 @@ class BridgeSettings(BaseSettings):
     )
 
     bootstrap_servers: str = Field("127.0.0.1:19092", description="Kafka bootstrap servers")
-    input_topics: list[str] = Field(min_length=1, description="topics to read")
+    # NoDecode: the env var may be JSON (`["a","b"]`) or comma-separated (`a,b`).
+    input_topics: Annotated[list[str], NoDecode] = Field(min_length=1, description="topics to read")
     output_topic: str = Field(min_length=1, description="default output topic")
     dlq_topic: str | None = Field(None, description="dead-letter topic; default <output>.dlq")
     on_error: Literal["dlq", "fail"] = Field("dlq", description="what a bad record does")
@@ -94,7 +98,9 @@ class BridgeSettings(BaseSettings):
     @field_validator("input_topics", mode="before")
     @classmethod
     def _split_topics(cls, value: Any) -> Any:
-        if isinstance(value, str) and not value.lstrip().startswith("["):
+        if isinstance(value, str):
+            if value.lstrip().startswith("["):
+                return json.loads(value)
             return [t.strip() for t in value.split(",") if t.strip()]
         return value
 
@@ -194,6 +200,9 @@ def load_settings(config_file: Path | None = None, **overrides: Any) -> BridgeSe
         return BridgeSettings(**overrides)
     except ValidationError as exc:
         raise ConfigError(format_validation_error(exc)) from None
+    except (SettingsError, json.JSONDecodeError) as exc:  # e.g. malformed JSON in an env var
+        cause = f": {exc.__cause__}" if exc.__cause__ else ""
+        raise ConfigError(f"invalid configuration: {exc}{cause}") from None
 
 
 def format_validation_error(exc: ValidationError) -> str:

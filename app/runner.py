@@ -71,7 +71,7 @@ def preflight(settings: BridgeSettings) -> set[str]:
 def make_state(settings: BridgeSettings, pipeline: Pipeline, producer: Any) -> StateBackend:
     if not pipeline.stateful:
         return NoState()
-    from app.state import make_backend  # type: ignore[attr-defined]
+    from app.state import make_backend
 
     backend: StateBackend = make_backend(settings, pipeline, producer)
     return backend

@@ -1,0 +1,87 @@
+"""Config validation: one readable line per problem, naming the setting and its env var."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from app.config import load_settings
+from app.errors import ConfigError
+
+BASE = {"input_topics": ["in"], "output_topic": "out"}
+
+
+@pytest.fixture(autouse=True)
+def clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    for key in list(os.environ):
+        if key.startswith("BRIDGE_"):
+            monkeypatch.delenv(key)
+
+
+def test_defaults_are_exactly_once_with_stable_transactional_id() -> None:
+    s = load_settings(**BASE, instance_id="bridge-2", group_id="payments")
+    assert s.exactly_once
+    assert s.transactional_id == "payments-bridge-2"
+    assert s.dead_letter_topic == "out.dlq"
+
+
+def test_commit_interval_must_stay_below_transaction_timeout() -> None:
+    with pytest.raises(ConfigError) as info:
+        load_settings(**BASE, commit_interval=30, transaction_timeout_ms=60_000)
+    assert "commit_interval (30.0s) must stay well below transaction_timeout_ms" in str(info.value)
+    assert "BRIDGE_COMMIT_INTERVAL" in str(info.value)
+
+
+def test_missing_required_setting_names_env_var() -> None:
+    with pytest.raises(ConfigError) as info:
+        load_settings(input_topics=["in"])
+    assert "output_topic (BRIDGE_OUTPUT_TOPIC): Field required" in str(info.value)
+
+
+def test_forced_librdkafka_key_is_refused() -> None:
+    with pytest.raises(ConfigError) as info:
+        load_settings(**BASE, consumer={"isolation.level": "read_uncommitted"})
+    assert "consumer.isolation.level is set by the bridge itself" in str(info.value)
+
+
+def test_env_topics_json_or_comma_separated(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("BRIDGE_OUTPUT_TOPIC", "out")
+    monkeypatch.setenv("BRIDGE_INPUT_TOPICS", "a, b")
+    assert load_settings().input_topics == ["a", "b"]
+    monkeypatch.setenv("BRIDGE_INPUT_TOPICS", '["x","y"]')
+    assert load_settings().input_topics == ["x", "y"]
+
+
+def test_malformed_env_json_is_one_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("BRIDGE_KAFKA", "{bad")
+    with pytest.raises(ConfigError, match='error parsing value for field "kafka"'):
+        load_settings(**BASE)
+
+
+def test_yaml_file_and_env_precedence(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "bridge.yaml"
+    path.write_text("input_topics: [in]\noutput_topic: out\ncommit_interval: 2\n")
+    monkeypatch.setenv("BRIDGE_COMMIT_INTERVAL", "0.5")
+    s = load_settings(config_file=path)
+    assert s.output_topic == "out"
+    assert s.commit_interval == 0.5  # env wins over the file
+
+
+def test_missing_config_file_is_a_config_error(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="does not exist"):
+        load_settings(config_file=tmp_path / "nope.yaml")
+
+
+def test_secrets_are_masked_and_passed_to_clients() -> None:
+    s = load_settings(
+        **BASE,
+        sasl_username="svc",
+        sasl_password="hunter2",
+        kafka={"security.protocol": "SASL_SSL", "ssl.key.password": "pem-secret"},
+    )
+    shown = str(s.masked())
+    assert "hunter2" not in shown and "pem-secret" not in shown
+    assert s.client_common()["sasl.password"] == "hunter2"
+    assert s.client_common()["security.protocol"] == "SASL_SSL"

@@ -1,0 +1,64 @@
+"""The auditor's rules and the Kafka error classification, on hand-made records."""
+
+from __future__ import annotations
+
+import orjson
+from confluent_kafka import KafkaError, KafkaException
+
+from app.devkafka.topics import KafkaRecord
+from app.kafka.errors import Action, classify
+from app.output import H_OFFSET, H_PARTITION, H_TOPIC, encode_key, encode_value
+from app.verify import IdExtractor, audit
+
+
+def rec(topic: str, offset: int, rid: str | None) -> KafkaRecord:
+    value = orjson.dumps({"id": rid}) if rid is not None else b"garbage"
+    return KafkaRecord(topic, 0, offset, None, value, (), 0)
+
+
+def dlq(offset: int) -> KafkaRecord:
+    headers = ((H_TOPIC, b"in"), (H_PARTITION, b"0"), (H_OFFSET, str(offset).encode()))
+    return KafkaRecord("dlq", 0, 0, None, b"garbage", headers, 0)
+
+
+def test_audit_passes_exact_run_and_counts_dead_letters() -> None:
+    inputs = [rec("in", 0, "a"), rec("in", 1, None), rec("in", 2, "b")]
+    outputs = [rec("out", 0, "a"), rec("out", 1, "b")]
+    report = audit(inputs, outputs, [dlq(1)], IdExtractor("id", None))
+    assert report.ok
+    assert report.summary() == "3 in, 2 out, 0 duplicates, 0 missing, 1 dead-lettered"
+
+
+def test_audit_finds_missing_duplicate_and_unexpected() -> None:
+    inputs = [rec("in", 0, "a"), rec("in", 1, "b"), rec("in", 2, "c")]
+    outputs = [rec("out", 0, "a"), rec("out", 1, "a"), rec("out", 2, "z")]
+    report = audit(inputs, outputs, [], IdExtractor("id", None))
+    assert not report.ok
+    assert report.missing == ["b", "c"]
+    assert report.duplicated == ["a"]
+    assert report.unexpected == ["z"]
+
+
+def test_audit_respects_input_multiplicity() -> None:
+    """An at-least-once upstream wrote 'a' twice: two outputs are right, not duplicates."""
+    inputs = [rec("in", 0, "a"), rec("in", 1, "a")]
+    report = audit(inputs, [rec("out", 0, "a"), rec("out", 1, "a")], [], IdExtractor("id", None))
+    assert report.ok
+
+
+def test_classification() -> None:
+    def exc(code: int, **kw: bool) -> KafkaException:
+        return KafkaException(KafkaError(code, "x", **kw))
+
+    assert classify(exc(KafkaError._TIMED_OUT, retriable=True)) is Action.RETRY
+    assert classify(exc(KafkaError._STATE, txn_requires_abort=True)) is Action.ABORT
+    assert classify(exc(KafkaError._FENCED)) is Action.FATAL
+    assert classify(exc(KafkaError.PRODUCER_FENCED, retriable=True)) is Action.FATAL
+    assert classify(exc(KafkaError._FATAL, fatal=True)) is Action.FATAL
+    assert classify(ValueError("not kafka")) is Action.FATAL
+
+
+def test_encoding() -> None:
+    assert encode_value({"a": 1}) == b'{"a":1}'
+    assert encode_value("x") == b"x" and encode_value(None) is None
+    assert encode_key(7) == b"7" and encode_key(b"k") == b"k" and encode_key(None) is None
