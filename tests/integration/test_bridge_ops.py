@@ -1,0 +1,130 @@
+"""Operations surface on a running bridge: metrics, health endpoints, JSON logs, check-config,
+and the at-least-once mode."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import orjson
+import pytest
+
+from app.devkafka.cluster import free_port
+from tests.support.bridge import REPO, BridgeProcess, json_records, wait_caught_up
+from tests.support.kafka import KafkaFixture, wait_until
+
+pytestmark = pytest.mark.integration
+
+
+def _get(port: int, path: str) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as resp:
+            return resp.status, resp.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode()
+    except OSError:
+        return 0, ""
+
+
+def _metric(text: str, name: str) -> float:
+    total = 0.0
+    for line in text.splitlines():
+        if line.startswith(name + " ") or line.startswith(name + "{"):
+            total += float(line.rsplit(" ", 1)[1])
+    return total
+
+
+def test_metrics_health_and_json_logs(kafka: KafkaFixture, tmp_path: Path) -> None:
+    src = kafka.create_topic(kafka.unique("in"), 2)
+    out = kafka.create_topic(kafka.unique("out"), 2)
+    dlq = kafka.create_topic(kafka.unique("dlq"))
+    values, keys = json_records(5000)
+    kafka.seed(src, [*values, b"not json"], [*keys, b"k"])
+    port = free_port()
+    group = kafka.unique("g")
+    bridge = BridgeProcess(
+        tmp_path,
+        bootstrap_servers=kafka.bootstrap,
+        input_topics=[src],
+        output_topic=out,
+        dlq_topic=dlq,
+        group_id=group,
+        instance_id="ops-0",
+        http_port=port,
+        log_format="json",
+    ).start()
+    try:
+        wait_until(lambda: _get(port, "/livez")[0] == 200, 30, "/livez")
+        wait_caught_up(kafka, group, src, 60, [bridge])
+        wait_until(lambda: _get(port, "/readyz")[0] == 200, 30, "/readyz")
+        status, text = _get(port, "/metrics")
+        assert status == 200
+        assert _metric(text, "eos_bridge_records_in_total") == 5001
+        assert _metric(text, "eos_bridge_records_out_total") == 5000
+        assert _metric(text, "eos_bridge_records_dead_lettered_total") == 1
+        assert _metric(text, "eos_bridge_checkpoints_total") >= 1
+        assert _metric(text, "eos_bridge_commit_seconds_count") >= 1
+        assert "eos_bridge_consumer_lag{" in text
+        assert _metric(text, "eos_bridge_consumer_lag") == 0
+        assert _metric(text, "eos_bridge_rebalances_total") >= 1
+        assert _get(port, "/nope")[0] == 404
+        assert bridge.terminate() == 0
+    finally:
+        bridge.stop()
+    lines = [ln for ln in bridge.logs().splitlines() if ln.startswith("{")]
+    assert lines, "no JSON log lines"
+    parsed = [json.loads(ln) for ln in lines]
+    assert {"ts", "level", "logger", "message"} <= set(parsed[0])
+    assert any("dead-lettering" in p["message"] for p in parsed)
+
+
+def test_check_config_masks_secrets() -> None:
+    env = BridgeProcess(
+        Path("/tmp"),
+        input_topics=["a"],
+        output_topic="b",
+        sasl_username="svc",
+        sasl_password="s3cr3t-value",
+    ).env()
+    proc = subprocess.run(
+        [sys.executable, "-m", "app.cli", "check-config"],
+        env=env,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert proc.returncode == 0, proc.stderr
+    shown = json.loads(proc.stdout)
+    assert shown["sasl_password"] == "**********"
+    assert "s3cr3t-value" not in proc.stdout
+    assert shown["transactional_id"].startswith("eos-bridge-")
+
+
+def test_at_least_once_mode_delivers_everything(kafka: KafkaFixture, tmp_path: Path) -> None:
+    src = kafka.create_topic(kafka.unique("in"), 2)
+    out = kafka.create_topic(kafka.unique("out"), 2)
+    dlq = kafka.create_topic(kafka.unique("dlq"))
+    values, keys = json_records(10_000)
+    kafka.seed(src, values, keys)
+    group = kafka.unique("g")
+    bridge = BridgeProcess(
+        tmp_path,
+        bootstrap_servers=kafka.bootstrap,
+        input_topics=[src],
+        output_topic=out,
+        dlq_topic=dlq,
+        group_id=group,
+        processing_guarantee="at-least-once",
+    ).start()
+    try:
+        wait_caught_up(kafka, group, src, 60, [bridge])
+        assert bridge.terminate() == 0
+    finally:
+        bridge.stop()
+    ids = {orjson.loads(r.value)["id"] for r in kafka.read_all(out)}
+    assert ids == {f"r{i}" for i in range(10_000)}
