@@ -79,8 +79,9 @@ class Checkpoint:
         positions = self._positions()
         # 1. changelog records for dirty state keys, inside the transaction
         self._state.produce_changelogs(self._txn.producer, positions)
-        # 2. flush; any delivery error fails the checkpoint
+        # 2. flush; any delivery error (output or changelog) fails the checkpoint
         self._output.flush(self._flush_timeout)
+        self._state.verify_delivery()
         self._nonempty += 1
         if self._fault_abort_every and self._nonempty % self._fault_abort_every == 0:
             raise CheckpointAborted(f"fault injection: aborting checkpoint #{self._nonempty}")

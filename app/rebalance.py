@@ -75,7 +75,11 @@ class Rebalancer:
         committed = {
             (tp.topic, tp.partition): tp.offset for tp in self._consumer.committed(tps, timeout=30)
         }
-        if self._state.recover(committed, budget_s):
+        done = self._state.recover(committed, budget_s)
+        for task in self._state.progress():
+            labels = (task.changelog, str(task.partition))
+            self._metrics.recovery_remaining.labels(*labels).set(0 if done else task.remaining)
+        if done:
             self._consumer.resume(tps)
             self._health.set_ready(True, f"running, {len(self._consumer.assignment())} partitions")
             self._metrics.ready.set(1)
