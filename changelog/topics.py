@@ -9,11 +9,12 @@ would restore the wrong state or lose it to retention.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from confluent_kafka import IsolationLevel, KafkaException, TopicPartition
+from confluent_kafka import IsolationLevel, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import ConfigResource, NewTopic, OffsetSpec
 
 from app.errors import ConfigError, RecoveryError
@@ -21,6 +22,15 @@ from app.errors import ConfigError, RecoveryError
 log = logging.getLogger(__name__)
 
 CHANGELOG_TOPIC_CONFIG: dict[str, str] = {"cleanup.policy": "compact"}
+# Leadership still settling (new topic, broker restart): ask again until the deadline.
+_TRANSIENT = {
+    KafkaError.NOT_LEADER_FOR_PARTITION,
+    KafkaError.LEADER_NOT_AVAILABLE,
+    KafkaError.UNKNOWN_TOPIC_OR_PART,
+    KafkaError.REQUEST_TIMED_OUT,
+    KafkaError._TIMED_OUT,
+    KafkaError._TRANSPORT,
+}
 
 
 @dataclass(slots=True, frozen=True)
@@ -54,6 +64,7 @@ def ensure_changelog_topics(
     missing = [s for s in specs if s.name not in existing]
     if missing:
         _create(admin, missing, replication, timeout)
+        _wait_for_leaders(admin, [s.name for s in missing], timeout)
     for spec in specs:
         if spec.name in existing:
             _check(admin, spec, len(existing[spec.name].partitions), timeout)
@@ -74,6 +85,25 @@ def _create(admin: Any, specs: list[ChangelogSpec], replication: int, timeout: f
                 f"cannot create changelog topic {spec.name!r} ({spec.partitions} partitions, "
                 f"cleanup.policy=compact): {exc}. Create it yourself or grant CreateTopics."
             ) from None
+
+
+def _wait_for_leaders(admin: Any, names: list[str], timeout: float) -> None:
+    """New topics are usable once metadata shows a leader for every partition."""
+    deadline = time.monotonic() + timeout
+    waiting = list(names)
+    while waiting:
+        topics = admin.list_topics(timeout=timeout).topics
+        waiting = [
+            n
+            for n in waiting
+            if n not in topics
+            or topics[n].error is not None
+            or any(p.leader < 0 for p in topics[n].partitions.values())
+        ]
+        if waiting and time.monotonic() > deadline:
+            raise ConfigError(f"changelog topics {waiting} have no leader after {timeout:.0f}s")
+        if waiting:
+            time.sleep(0.1)
 
 
 def _partition_count(admin: Any, name: str, timeout: float) -> int:
@@ -114,16 +144,45 @@ def changelog_watermarks(
         RecoveryError: the offsets cannot be listed (the message names the partition).
     """
     result: dict[tuple[str, int], list[int]] = {tp: [0, 0] for tp in partitions}
+    deadline = time.monotonic() + timeout
     for slot, spec in ((0, OffsetSpec.earliest()), (1, OffsetSpec.latest())):
-        request = {TopicPartition(t, p): spec for t, p in partitions}
-        futures = admin.list_offsets(
-            request, isolation_level=IsolationLevel.READ_UNCOMMITTED, request_timeout=timeout
-        )
-        for tp, future in futures.items():
-            try:
-                result[(tp.topic, tp.partition)][slot] = int(future.result().offset)
-            except KafkaException as exc:
-                raise RecoveryError(
-                    f"cannot list offsets of changelog {tp.topic}[{tp.partition}]: {exc}"
-                ) from None
+        todo = list(partitions)
+        while todo:
+            todo = _list_offsets(admin, todo, spec, slot, result, deadline)
     return {tp: (low, high) for tp, (low, high) in result.items()}
+
+
+def _list_offsets(
+    admin: Any,
+    partitions: list[tuple[str, int]],
+    spec: Any,
+    slot: int,
+    result: dict[tuple[str, int], list[int]],
+    deadline: float,
+) -> list[tuple[str, int]]:
+    """One ListOffsets round; returns the partitions to ask again (leader moving, retriable)."""
+    request = {TopicPartition(t, p): spec for t, p in partitions}
+    futures = admin.list_offsets(
+        request,
+        isolation_level=IsolationLevel.READ_UNCOMMITTED,
+        request_timeout=max(1.0, deadline - time.monotonic()),
+    )
+    again: list[tuple[str, int]] = []
+    for tp, future in futures.items():
+        try:
+            result[(tp.topic, tp.partition)][slot] = int(future.result().offset)
+        except KafkaException as exc:
+            if _transient(exc) and time.monotonic() < deadline:
+                again.append((tp.topic, tp.partition))
+                continue
+            raise RecoveryError(
+                f"cannot list offsets of changelog {tp.topic}[{tp.partition}]: {exc}"
+            ) from None
+    if again:
+        time.sleep(0.2)
+    return again
+
+
+def _transient(exc: KafkaException) -> bool:
+    err = exc.args[0] if exc.args else None
+    return isinstance(err, KafkaError) and (err.retriable() or err.code() in _TRANSIENT)

@@ -1,0 +1,258 @@
+"""State end to end: the bridge as a subprocess, counting and deduplicating exactly once
+through SIGKILLs, wiped or stale local state, failed checkpoints and rebalances."""
+
+from __future__ import annotations
+
+import shutil
+from collections import Counter, defaultdict
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from changelog.naming import changelog_topic_name
+from tests.support.bridge import BridgeProcess, committed_fraction, json_records, wait_caught_up
+from tests.support.kafka import KafkaFixture, wait_until
+
+pytestmark = pytest.mark.integration
+
+Make = Callable[..., BridgeProcess]
+
+
+@pytest.fixture
+def bridges(tmp_path: Path) -> Iterator[Make]:
+    started: list[BridgeProcess] = []
+
+    def make(**settings: object) -> BridgeProcess:
+        b = BridgeProcess(tmp_path, name=f"bridge-{len(started)}", **settings)
+        started.append(b)
+        return b
+
+    yield make
+    for b in started:
+        b.stop()
+
+
+def _setup(
+    kafka: KafkaFixture, tmp_path: Path, n: int, pipeline: str, **extra: object
+) -> dict[str, Any]:
+    src = kafka.create_topic(kafka.unique("in"), 4)
+    out = kafka.create_topic(kafka.unique("out"), 4)
+    dlq = kafka.create_topic(kafka.unique("dlq"), 1)
+    values, keys = json_records(n)
+    kafka.seed(src, values, keys)
+    return {
+        "bootstrap_servers": kafka.bootstrap,
+        "input_topics": [src],
+        "output_topic": out,
+        "dlq_topic": dlq,
+        "group_id": kafka.unique("g"),
+        "instance_id": "i0",
+        "commit_interval": 0.5,
+        "batch_size": 500,
+        "state_dir": str(tmp_path / "state-i0"),
+        "pipeline": f"tests.state_pipelines:{pipeline}",
+        **extra,
+    }
+
+
+def assert_counts_exact(kafka: KafkaFixture, src: str, out: str) -> None:
+    """Every input counted once, in order: per key the emitted counts are exactly 1..n."""
+    inputs = kafka.read_all(src)
+    outputs = [orjson.loads(r.value) for r in kafka.read_all(out)]
+    sources = [(o["_source_partition"], o["_source_offset"]) for o in outputs]
+    repeated = [s for s, c in Counter(sources).items() if c > 1]
+    assert not repeated, f"{len(repeated)} updates emitted twice, e.g. {repeated[:5]}"
+    assert set(sources) == {(r.partition, r.offset) for r in inputs}, "inputs without output"
+    by_key: dict[str, list[tuple[int, int]]] = defaultdict(list)
+    for o in outputs:
+        by_key[o["key"]].append((o["_source_offset"], o["count"]))
+    reference = Counter(r.key.decode() for r in inputs if r.key is not None)
+    for key, updates in by_key.items():
+        counts = [c for _, c in sorted(updates)]
+        assert counts == list(range(1, reference[key] + 1)), f"key {key}: counts {counts[:20]}..."
+    assert {k: max(c for _, c in u) for k, u in by_key.items()} == dict(reference)
+    assert kafka.end_offsets(out, True) == kafka.end_offsets(out, False), "hanging transaction"
+
+
+def _kill_at(
+    kafka: KafkaFixture, bridge: BridgeProcess, s: dict[str, Any], fraction: float
+) -> None:
+    group, src = s["group_id"], s["input_topics"][0]
+    wait_until(
+        lambda: committed_fraction(kafka, group, src) >= fraction or not bridge.running(),
+        240, f"{fraction:.0%} progress", step=0.2,
+    )  # fmt: skip
+    assert bridge.running(), bridge.logs()[-3000:]
+    bridge.kill()
+    assert committed_fraction(kafka, group, src) < 1.0, "finished before the kill"
+
+
+def _finish(kafka: KafkaFixture, bridge: BridgeProcess, s: dict[str, Any]) -> None:
+    wait_caught_up(kafka, s["group_id"], s["input_topics"][0], 300, [bridge])
+    assert bridge.terminate() == 0, bridge.logs()[-3000:]
+
+
+@pytest.mark.chaos
+def test_count_200k_through_three_sigkills(
+    kafka: KafkaFixture, tmp_path: Path, bridges: Make
+) -> None:
+    """Acceptance 2."""
+    s = _setup(kafka, tmp_path, 200_000, "throttled_count")
+    bridge = bridges(**s).start()
+    for fraction in (0.2, 0.45, 0.7):
+        _kill_at(kafka, bridge, s, fraction)
+        bridge.start()
+    _finish(kafka, bridge, s)
+    assert bridge.starts == 4
+    assert "restoring changelog__" in bridge.logs(), "restarts must restore state"
+    assert_counts_exact(kafka, s["input_topics"][0], s["output_topic"])
+
+
+@pytest.mark.chaos
+def test_wiped_local_state_is_rebuilt_from_the_changelog(
+    kafka: KafkaFixture, tmp_path: Path, bridges: Make
+) -> None:
+    """Acceptance 3: state wiped between restarts (after a kill and after a clean stop)."""
+    s = _setup(kafka, tmp_path, 60_000, "throttled_count")
+    bridge = bridges(**s).start()
+    _kill_at(kafka, bridge, s, 0.3)
+    shutil.rmtree(s["state_dir"])
+    bridge.start()
+    wait_until(
+        lambda: committed_fraction(kafka, s["group_id"], s["input_topics"][0]) >= 0.6, 240, "60%"
+    )
+    assert bridge.terminate() == 0
+    shutil.rmtree(s["state_dir"])
+    bridge.start()
+    _finish(kafka, bridge, s)
+    runs = bridge.logs().split("===== start #")[1:]
+    assert len(runs) == 3 and all("restored changelog__" in run for run in runs[1:]), (
+        "both restarts after a wipe must restore from the changelog"
+    )
+    assert "restored changelog__" not in runs[0]
+    assert_counts_exact(kafka, s["input_topics"][0], s["output_topic"])
+
+
+@pytest.mark.chaos
+def test_error_while_processing(
+    kafka: KafkaFixture, tmp_path: Path, bridges: Make, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Acceptance 4, Quix scenario 1: the process dies mid-batch; state rolls back with it."""
+    s = _setup(kafka, tmp_path, 40_000, "crashing_count")
+    marker = tmp_path / "crash-marker"
+    monkeypatch.setenv("EOS_TEST_CRASH_MARKER", str(marker))
+    bridge = bridges(**s).start()
+    assert bridge.wait(120) == 17, bridge.logs()[-3000:]
+    assert marker.exists()
+    bridge.start()
+    _finish(kafka, bridge, s)
+    assert_counts_exact(kafka, s["input_topics"][0], s["output_topic"])
+
+
+@pytest.mark.chaos
+def test_changelog_produce_fails(
+    kafka: KafkaFixture, tmp_path: Path, bridges: Make, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Acceptance 4, Quix scenario 2: producing a changelog record fails in checkpoint step 1
+    after other changelog records went into the transaction; the checkpoint aborts, its state
+    is dropped, the input is replayed."""
+    s = _setup(kafka, tmp_path, 40_000, "poisoned_count")
+    marker = tmp_path / "poison-marker"
+    monkeypatch.setenv("EOS_TEST_POISON_MARKER", str(marker))
+    bridge = bridges(**s).start()
+    _finish(kafka, bridge, s)
+    assert marker.exists()
+    assert "aborting transaction: changelog produce to changelog__" in bridge.logs()
+    assert_counts_exact(kafka, s["input_topics"][0], s["output_topic"])
+
+
+@pytest.mark.chaos
+def test_offset_commit_fails(kafka: KafkaFixture, tmp_path: Path, bridges: Make) -> None:
+    """Acceptance 4, Quix scenario 3: changelog records are produced but the checkpoint's
+    offsets never commit (every 3rd checkpoint aborts after the flush), with a kill and a wipe
+    so recovery has to read past the aborted changelog records."""
+    s = _setup(kafka, tmp_path, 40_000, "throttled_count", fault_abort_every=3)
+    bridge = bridges(**s).start()
+    _kill_at(kafka, bridge, s, 0.4)
+    shutil.rmtree(s["state_dir"])
+    bridge.start()
+    _finish(kafka, bridge, s)
+    assert "fault injection: aborting checkpoint" in bridge.logs()
+    changelog = changelog_topic_name(s["group_id"], s["input_topics"][0], "counts")
+    assert len(kafka.read_all(changelog, read_committed=False)) > len(kafka.read_all(changelog))
+    assert_counts_exact(kafka, s["input_topics"][0], s["output_topic"])
+
+
+@pytest.mark.chaos
+def test_crash_after_commit_before_state_flush(
+    kafka: KafkaFixture, tmp_path: Path, bridges: Make
+) -> None:
+    """Acceptance 4, Quix scenario 4: local RocksDB behind the committed changelog (as after a
+    crash between the commit and the WriteBatch): an old copy of the state is put back."""
+    s = _setup(kafka, tmp_path, 60_000, "throttled_count")
+    bridge = bridges(**s).start()
+    wait_until(
+        lambda: committed_fraction(kafka, s["group_id"], s["input_topics"][0]) >= 0.25, 120, "25%"
+    )
+    assert bridge.terminate() == 0
+    snapshot = tmp_path / "snapshot"
+    shutil.copytree(s["state_dir"], snapshot)
+    bridge.start()
+    _kill_at(kafka, bridge, s, 0.6)
+    shutil.rmtree(s["state_dir"])
+    shutil.copytree(snapshot, s["state_dir"])
+    bridge.start()
+    _finish(kafka, bridge, s)
+    assert_counts_exact(kafka, s["input_topics"][0], s["output_topic"])
+
+
+@pytest.mark.chaos
+def test_dedupe_at_least_once_upstream(kafka: KafkaFixture, tmp_path: Path, bridges: Make) -> None:
+    """Acceptance 6: every id exactly once in the output, across SIGKILLs."""
+    src = kafka.create_topic(kafka.unique("in"), 4)
+    out = kafka.create_topic(kafka.unique("out"), 4)
+    dlq = kafka.create_topic(kafka.unique("dlq"), 1)
+    ids = [f"r{i}" for i in range(30_000)]
+    # An at-least-once upstream: every 3rd id again right away, every 5th again much later.
+    sent = [i for n, i in enumerate(ids) for _ in range(2 if n % 3 == 0 else 1)] + ids[::5]
+    kafka.seed(src, [orjson.dumps({"id": i}) for i in sent], [i.encode() for i in sent])
+    s = {
+        "bootstrap_servers": kafka.bootstrap, "input_topics": [src], "output_topic": out,
+        "dlq_topic": dlq, "group_id": kafka.unique("g"), "instance_id": "i0",
+        "commit_interval": 0.5, "batch_size": 500, "state_dir": str(tmp_path / "state"),
+        "pipeline": "tests.state_pipelines:throttled_dedupe",
+    }  # fmt: skip
+    bridge = bridges(**s).start()
+    for fraction in (0.3, 0.6):
+        _kill_at(kafka, bridge, s, fraction)
+        bridge.start()
+    _finish(kafka, bridge, s)
+    got = Counter(orjson.loads(r.value)["id"] for r in kafka.read_all(out))
+    assert set(got) == set(ids), f"{len(set(ids) - set(got))} ids missing"
+    twice = {i: c for i, c in got.items() if c > 1}
+    assert not twice, f"{len(twice)} ids emitted more than once, e.g. {list(twice.items())[:5]}"
+
+
+@pytest.mark.chaos
+def test_rebalance_one_two_one_with_state(
+    kafka: KafkaFixture, tmp_path: Path, bridges: Make
+) -> None:
+    """Acceptance 7: partitions move to a second instance (own, empty state dir) and back; each
+    moved partition is restored before it is processed, so counts continue exactly."""
+    s = _setup(kafka, tmp_path, 120_000, "throttled_count")
+    group, src = s["group_id"], s["input_topics"][0]
+    first = bridges(**s).start()
+    wait_until(lambda: committed_fraction(kafka, group, src) >= 0.15, 120, "15%")
+    second = bridges(**{**s, "instance_id": "i1", "state_dir": str(tmp_path / "state-i1")}).start()
+    wait_until(
+        lambda: "restored changelog__" in second.logs(), 120, "second instance restored state"
+    )
+    before = committed_fraction(kafka, group, src)
+    wait_until(lambda: committed_fraction(kafka, group, src) >= before + 0.2, 120, "both working")
+    assert second.terminate() == 0, second.logs()[-3000:]
+    _finish(kafka, first, s)
+    assert first.logs().count("state recovered for") >= 3, "assign, grow, shrink"
+    assert_counts_exact(kafka, src, s["output_topic"])
