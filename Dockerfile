@@ -3,7 +3,7 @@
 #
 #   docker build -t eos-bridge .                       # or: buildah bud -t eos-bridge .
 #   docker run --rm -e BRIDGE_BOOTSTRAP_SERVERS=kafka:9092 ... eos-bridge        # = eos-bridge run
-#   docker run --rm eos-bridge check-config
+#   docker run --rm --env-file bridge.env eos-bridge check-config   # validate settings, no broker
 #
 # BASE_IMAGE: any glibc Debian-family image with python3 >= 3.11, `python3 -m venv` and useradd
 # (python:3.11-slim-bookworm, or Debian bookworm + python3 python3-venv, as the image test
