@@ -38,13 +38,29 @@ RESTORE_CONSUMER_DEFAULTS: dict[str, Any] = {
 _DECISION_MEMO_MAX = 10_000
 
 ChangelogRecord = tuple[bytes, bytes, bytes | None]  # column family, key, value (None = delete)
+DEFAULT_CF_BYTES = b"default"
+
+
+class ChangelogBatch(Protocol):
+    """One atomic write being filled (a ``rocksdict.WriteBatch``): default column family."""
+
+    def put(self, key: bytes, value: bytes) -> None: ...
+
+    def delete(self, key: bytes) -> None: ...
 
 
 class RestoreSink(Protocol):
     """Where a task writes what it restores (a store partition)."""
 
-    def apply_changelog(self, records: list[ChangelogRecord], last_offset: int) -> None:
-        """Write ``records`` and the changelog offset ``last_offset`` in one atomic batch."""
+    def changelog_batch(self) -> ChangelogBatch:
+        """A new empty batch; records of the ``default`` column family go straight in."""
+        ...
+
+    def apply_changelog(
+        self, batch: ChangelogBatch, others: list[ChangelogRecord], last_offset: int
+    ) -> None:
+        """Add ``others`` (other column families) and the changelog offset ``last_offset`` to
+        ``batch`` and write it atomically."""
 
 
 @dataclass(slots=True, frozen=True)
@@ -99,38 +115,71 @@ class RestoreTask:
             self.changelog, self.partition, self.position, self.target, self.applied, self.skipped
         )
 
-    def restore(self, messages: list[Any]) -> None:
-        """Filter one consumed batch of this partition and write it to the sink."""
-        records: list[ChangelogRecord] = []
-        append = records.append
-        decisions = self.decisions
+    def restore(self, messages: list[Any], on_error: Callable[[Any, Any], None]) -> None:
+        """Filter one consumed run of this partition's records and write it to the sink.
+
+        The hot loop of recovery: no per-record ``error()`` call (an error event has no
+        headers, so it is caught where the headers are missing) and consecutive records of one
+        checkpoint share their header, so the filter rule runs once per checkpoint.
+        """
+        batch = self.sink.changelog_batch()
+        put, delete = batch.put, batch.delete
+        others: list[ChangelogRecord] = []  # other column families (Quix's TTL system CF)
+        applied = 0
+        last_raw: bytes | None = None
+        last_keep = True
         for msg in messages:
-            cf: bytes | None = None
-            raw: bytes | None = None
-            for name, value in msg.headers() or ():
-                if name == CF_HEADER:
-                    cf = value
-                elif name == PROCESSED_OFFSETS_HEADER:
-                    raw = value
+            headers = msg.headers()
+            try:  # the layout our writer and Quix's write: column family, processed offsets
+                (cf_name, cf), (raw_name, raw) = headers
+                if cf_name != CF_HEADER or raw_name != PROCESSED_OFFSETS_HEADER:
+                    raise ValueError
+            except (TypeError, ValueError):
+                cf, raw = _changelog_headers(headers)
             if raw is not None:
-                keep = decisions.get(raw)
-                if keep is None:
-                    keep = self._decide(raw, msg)
-                if not keep:
+                if raw != last_raw:
+                    last_raw, last_keep = raw, self._decide(raw, msg)
+                if not last_keep:
+                    self.skipped += 1
                     continue
             key = msg.key()
             if cf is None or key is None:
-                raise RecoveryError(
-                    f"changelog {self.changelog}[{self.partition}]@{msg.offset()}: "
-                    f"{'no ' + CF_HEADER + ' header' if cf is None else 'record without key'}; "
-                    f"this topic was not written as a state changelog"
-                )
-            append((cf, key, msg.value()))
-        self.applied += len(records)
-        self.skipped += len(messages) - len(records)
-        self.sink.apply_changelog(records, messages[-1].offset())
+                self._not_a_record(msg, cf, on_error)
+                continue
+            value = msg.value()
+            applied += 1
+            if cf != DEFAULT_CF_BYTES:
+                others.append((cf, key, value))
+            elif value is None:
+                delete(key)
+            else:
+                put(key, value)
+        self.applied += applied
+        last = messages[-1]
+        if last.error() is not None:  # rare: find the last real record for the offset
+            real = [m for m in messages if m.error() is None]
+            if not real:
+                return
+            last = real[-1]
+        self.sink.apply_changelog(batch, others, last.offset())
+
+    def _not_a_record(
+        self, msg: Any, cf: bytes | None, on_error: Callable[[Any, Any], None]
+    ) -> None:
+        err = msg.error()
+        if err is not None:
+            on_error(err, msg)
+            return
+        raise RecoveryError(
+            f"changelog {self.changelog}[{self.partition}]@{msg.offset()}: "
+            f"{'no ' + CF_HEADER + ' header' if cf is None else 'record without key'}; "
+            f"this topic was not written as a state changelog"
+        )
 
     def _decide(self, raw: bytes, msg: Any) -> bool:
+        keep = self.decisions.get(raw)
+        if keep is not None:
+            return keep
         try:
             keep = should_apply(decode_processed_offsets(raw), self.committed)
         except ValueError as exc:
@@ -141,6 +190,19 @@ class RestoreTask:
             self.decisions.clear()
         self.decisions[raw] = keep
         return keep
+
+
+def _changelog_headers(
+    headers: list[tuple[str, bytes]] | None,
+) -> tuple[bytes | None, bytes | None]:
+    """(column family, processed offsets) from headers in any order, either may be absent."""
+    cf = raw = None
+    for name, value in headers or ():
+        if name == CF_HEADER:
+            cf = value
+        elif name == PROCESSED_OFFSETS_HEADER:
+            raw = value
+    return cf, raw
 
 
 class Restorer:
@@ -236,18 +298,35 @@ class Restorer:
             self._consumer = None
 
     def _dispatch(self, messages: list[Any]) -> None:
-        by_partition: dict[tuple[str, int], list[Any]] = {}
-        for msg in messages:
-            err = msg.error()
-            if err is not None:
-                self._consumer_error(err, msg)
-                continue
-            by_partition.setdefault((msg.topic(), msg.partition()), []).append(msg)
-        for tp, batch in by_partition.items():
-            task = self._tasks.get(tp)
-            if task is not None:  # else: removed while its records were in flight
-                task.restore(batch)
-                self._read += len(batch)
+        """Hand each run of consecutive records of one changelog partition to its task."""
+        if not messages:
+            return
+        # One store, one input topic: partition numbers alone tell the runs apart (cheaper).
+        # (Records of tasks removed meanwhile are not returned: unassign purges their queue.)
+        by_number = {t.partition: t for t in self._tasks.values()}
+        unique = len(by_number) == len(self._tasks)
+        start, n = 0, len(messages)
+        while start < n:
+            first = messages[start]
+            partition = first.partition()
+            topic = first.topic()
+            end = start + 1
+            if unique:
+                while end < n and messages[end].partition() == partition:
+                    end += 1
+            else:
+                while (
+                    end < n and (m := messages[end]).partition() == partition and m.topic() == topic
+                ):
+                    end += 1
+            task = self._tasks.get((topic, partition))
+            if task is not None:
+                task.restore(messages[start:end], self._consumer_error)
+            elif first.error() is not None:
+                self._consumer_error(first.error(), first)
+            # else: the task was removed while its records were in flight
+            self._read += end - start
+            start = end
 
     def _consumer_error(self, err: Any, msg: Any) -> None:
         where = f"changelog {msg.topic()}[{msg.partition()}]"

@@ -14,6 +14,7 @@ from app.state.store import StorePartition
 
 # Rough per-entry overhead of a dict slot plus two bytes objects in CPython.
 ENTRY_OVERHEAD = 120
+_MISSING: Any = object()
 
 
 class CacheBudget:
@@ -57,12 +58,23 @@ class PartitionState:
         return self.store.get(key)
 
     def set(self, key: bytes, value: bytes) -> None:
-        self._account(key, value)
-        self.dirty[key] = value
+        dirty = self.dirty
+        old = dirty.get(key, _MISSING)
+        if old is _MISSING:
+            delta = len(key) + ENTRY_OVERHEAD + len(value)
+        else:
+            delta = len(value) - (0 if old is None else len(old))
+        dirty[key] = value
+        self.nbytes += delta
+        self.budget.used += delta
 
     def delete(self, key: bytes) -> None:
-        self._account(key, None)
-        self.dirty[key] = None
+        dirty = self.dirty
+        old = dirty.get(key, _MISSING)
+        delta = len(key) + ENTRY_OVERHEAD if old is _MISSING else -(0 if old is None else len(old))
+        dirty[key] = None
+        self.nbytes += delta
+        self.budget.used += delta
 
     def scan(self, lower: bytes, upper: bytes) -> list[tuple[bytes, bytes]]:
         """Entries with ``lower <= key < upper`` in key order, uncommitted updates included."""
@@ -74,16 +86,6 @@ class PartitionState:
                 else:
                     merged[key] = value
         return sorted(merged.items())
-
-    def _account(self, key: bytes, value: bytes | None) -> None:
-        old = self.dirty.get(key, ...)
-        delta = len(value) if value is not None else 0
-        if old is ...:
-            delta += len(key) + ENTRY_OVERHEAD
-        elif old is not None:
-            delta -= len(old)
-        self.nbytes += delta
-        self.budget.used += delta
 
     def committed(self) -> None:
         """The updates are in RocksDB now: drop them from memory (``memo`` stays valid)."""

@@ -48,21 +48,46 @@ def require_state(ctx: StepContext, step: str) -> StateAccess:
 
 
 class Views:
-    """Per-batch lookup of the partition state a row belongs to."""
+    """Per-batch lookup of the partition state a row belongs to (rows of one partition
+    usually come in runs, so the last answer is kept at hand)."""
 
-    __slots__ = ("_access", "_store", "by_partition")
+    __slots__ = ("_access", "_last", "_last_tp", "_store", "by_partition")
 
     def __init__(self, access: StateAccess, store: str) -> None:
         self._access = access
         self._store = store
         self.by_partition: dict[tuple[str, int], PartitionState] = {}
+        self._last_tp: tuple[str, int] | None = None
+        self._last: PartitionState | None = None
 
     def of(self, row: Row) -> PartitionState:
         tp = (row.source_topic, row.partition)
+        if tp == self._last_tp and self._last is not None:
+            return self._last
         view = self.by_partition.get(tp)
         if view is None:
             view = self.by_partition[tp] = self._access.partition(self._store, *tp)
+        self._last_tp, self._last = tp, view
         return view
+
+
+def extract_all(
+    rows: list[Row], ctx: StepContext, step: str, fn: Callable[[Row], Any]
+) -> list[Any]:
+    """``fn(row)`` for every row, aligned with ``rows``; None where it failed for good.
+
+    Fast path over the whole batch; on any exception, one row at a time with the context's
+    bounded retries, so a bad record is dead-lettered without failing its neighbours.
+    ``fn`` must not return None for a good row.
+    """
+    try:
+        return [fn(row) for row in rows]
+    except Exception:
+        results = []
+        for row in rows:
+            ok, result = ctx.guarded(step, row, fn)
+            results.append(result if ok else None)
+        return results
 
 
 def provenance(row: Row) -> dict[str, Any]:

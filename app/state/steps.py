@@ -28,6 +28,7 @@ from app.state.stepkit import (
     FieldSpec,
     RowFn,
     Views,
+    extract_all,
     extractor,
     milliseconds,
     number,
@@ -77,9 +78,8 @@ class Dedupe:
         views = Views(require_state(ctx, self.name), self.name)
         ttl = self._ttl_ms
         out: list[Row] = []
-        for row in rows:
-            ok, ident = ctx.guarded(self.name, row, self._ident)
-            if not ok:
+        for row, ident in zip(rows, extract_all(rows, ctx, self.name, self._ident), strict=True):
+            if ident is None:
                 continue
             view = views.of(row)
             now = advance_stream_time(view, row.timestamp)
@@ -126,13 +126,12 @@ class Count:
     def __call__(self, rows: list[Row], ctx: StepContext) -> list[Row]:
         views = Views(require_state(ctx, self.name), self.name)
         out: list[Row] = []
-        for row in rows:
-            ok, key = ctx.guarded(self.name, row, _row_key)
-            if not ok:
+        for row, key in zip(rows, extract_all(rows, ctx, self.name, _row_key), strict=True):
+            if key is None:
                 continue
             view = views.of(row)
             raw = view.get(key)
-            count = (0 if raw is None else int(raw)) + 1
+            count = 1 if raw is None else int(raw) + 1
             view.set(key, b"%d" % count)
             row.value = {"key": display_key(row.key), "count": count, **provenance(row)}
             out.append(row)
@@ -167,9 +166,8 @@ class Sum:
     def __call__(self, rows: list[Row], ctx: StepContext) -> list[Row]:
         views = Views(require_state(ctx, self.name), self.name)
         out: list[Row] = []
-        for row in rows:
-            ok, got = ctx.guarded(self.name, row, self._extract)
-            if not ok:
+        for row, got in zip(rows, extract_all(rows, ctx, self.name, self._extract), strict=True):
+            if got is None:
                 continue
             key, amount = got
             view = views.of(row)

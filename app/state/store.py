@@ -119,24 +119,21 @@ class StorePartition:
         batch.put(CHANGELOG_OFFSET_KEY, _OFFSET.pack(changelog_offset), self._meta)
         self._write(batch)
 
+    def changelog_batch(self) -> Any:
+        """Recovery: an empty WriteBatch the restore loop fills with default-CF records."""
+        return WriteBatch(raw_mode=True)
+
     def apply_changelog(
-        self, records: list[tuple[bytes, bytes, bytes | None]], last_offset: int
+        self, batch: Any, others: list[tuple[bytes, bytes, bytes | None]], last_offset: int
     ) -> None:
-        """Recovery: restored records (column family, key, value) plus the changelog offset."""
-        batch = WriteBatch(raw_mode=True)
-        put, delete = batch.put, batch.delete
-        default_cf = b"default"
-        for cf, key, value in records:
-            if cf == default_cf:
-                if value is None:
-                    delete(key)
-                else:
-                    put(key, value)
-            elif value is None:
-                delete(key, self._family(cf))
+        """Recovery: restored records of other column families (column family, key, value)
+        join ``batch`` with the changelog offset; one atomic write."""
+        for cf, key, value in others:
+            if value is None:
+                batch.delete(key, self._family(cf))
             else:
-                put(key, value, self._family(cf))
-        put(CHANGELOG_OFFSET_KEY, _OFFSET.pack(last_offset), self._meta)
+                batch.put(key, value, self._family(cf))
+        batch.put(CHANGELOG_OFFSET_KEY, _OFFSET.pack(last_offset), self._meta)
         self._write(batch)
 
     def _family(self, cf: bytes) -> Any:

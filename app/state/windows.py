@@ -20,7 +20,15 @@ from app.errors import ConfigError
 from app.pipeline.record import Row
 from app.pipeline.steps import PartitionState, StepContext
 from app.state.keys import decode_int, decode_key, display_key, encode_int, encode_key
-from app.state.stepkit import Extractor, FieldSpec, Views, extractor, number, provenance
+from app.state.stepkit import (
+    Extractor,
+    FieldSpec,
+    Views,
+    extract_all,
+    extractor,
+    number,
+    provenance,
+)
 from app.state.stepkit import require_state as _require_state
 
 WINDOW_PREFIX = b"w"  # w + start (8 bytes) + encoded key → accumulator (JSON)
@@ -177,9 +185,8 @@ class Window:
         views = Views(_require_state(ctx, self.name), self.name)
         last: dict[tuple[str, int], Row] = {}
         size, hop, grace, agg = self.size, self.hop, self.grace, self.aggregate
-        for row in rows:
-            ok, got = ctx.guarded(self.name, row, self._extract)
-            if not ok:
+        for row, got in zip(rows, extract_all(rows, ctx, self.name, self._extract), strict=True):
+            if got is None:
                 continue
             key, ts, value = got
             view = views.of(row)
