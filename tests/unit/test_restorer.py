@@ -1,0 +1,180 @@
+"""The restore loop on fake consumer messages: runs, filtering, errors, completion by position."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from confluent_kafka import KafkaError
+
+from app.errors import RecoveryError
+from changelog.format import changelog_headers
+from changelog.recovery import Restorer, RestoreTask
+
+
+class Msg:
+    def __init__(
+        self, topic: str, partition: int, offset: int, key: bytes | None = b"k",
+        value: bytes | None = b"v", headers: Any = None, error: Any = None,
+    ) -> None:  # fmt: skip
+        self._v = (topic, partition, offset, key, value, headers, error)
+
+    def topic(self) -> str:
+        return self._v[0]
+
+    def partition(self) -> int:
+        return self._v[1]
+
+    def offset(self) -> int:
+        return self._v[2]
+
+    def key(self) -> bytes | None:
+        return self._v[3]
+
+    def value(self) -> bytes | None:
+        return self._v[4]
+
+    def headers(self) -> Any:
+        return self._v[5]
+
+    def error(self) -> Any:
+        return self._v[6]
+
+
+class Consumer:
+    """Hands out prepared batches; the position is the offset after the last one returned."""
+
+    def __init__(self, batches: list[list[Msg]], ends: dict[tuple[str, int], int]) -> None:
+        self.batches = batches
+        self.ends = ends
+        self.positions: dict[tuple[str, int], int] = {}
+        self.closed = False
+
+    def incremental_assign(self, tps: list[Any]) -> None:
+        for tp in tps:
+            self.positions[(tp.topic, tp.partition)] = tp.offset
+
+    def incremental_unassign(self, tps: list[Any]) -> None:
+        pass
+
+    def consume(self, n: int, timeout: float) -> list[Msg]:
+        batch = self.batches.pop(0) if self.batches else []
+        for m in batch:
+            if m.error() is None:
+                self.positions[(m.topic(), m.partition())] = m.offset() + 1
+        if not self.batches:  # trailing transaction markers: position moves to the end
+            self.positions.update(self.ends)
+        return batch
+
+    def position(self, tps: list[Any]) -> list[Any]:
+        for tp in tps:
+            tp.offset = self.positions[(tp.topic, tp.partition)]
+        return tps
+
+    def close(self) -> None:
+        self.closed = True
+
+
+class Sink:
+    def __init__(self) -> None:
+        self.data: dict[tuple[bytes, bytes], bytes] = {}
+        self.offsets: list[int] = []
+        self.writes = 0
+
+    def changelog_batch(self) -> Any:
+        sink = self
+
+        class Batch:
+            def put(self, key: bytes, value: bytes) -> None:
+                sink.data[(b"default", key)] = value
+
+            def delete(self, key: bytes) -> None:
+                sink.data.pop((b"default", key), None)
+
+        return Batch()
+
+    def apply_changelog(self, batch: Any, others: list[Any], last_offset: int) -> None:
+        for cf, key, value in others:
+            if value is None:
+                self.data.pop((cf, key), None)
+            else:
+                self.data[(cf, key)] = value
+        self.offsets.append(last_offset)
+        self.writes += 1
+
+
+def rec(
+    topic: str, offset: int, key: bytes, value: bytes | None, processed: int, cf: str = "default"
+) -> Msg:
+    return Msg(topic, 0, offset, key, value, changelog_headers(cf, {"in": processed}))
+
+
+def task(topic: str, sink: Sink, end: int, committed: int = 100) -> RestoreTask:
+    return RestoreTask(topic, 0, 0, end, {"in": committed}, sink)
+
+
+def test_two_stores_with_the_same_partition_number_are_kept_apart() -> None:
+    a, b = Sink(), Sink()
+    batch = [rec("cl-a", 0, b"x", b"1", 5), rec("cl-a", 1, b"y", b"1", 5),
+             rec("cl-b", 0, b"x", b"2", 5), rec("cl-a", 2, b"x", b"3", 6)]  # fmt: skip
+    consumer = Consumer([batch], {("cl-a", 0): 4, ("cl-b", 0): 1})
+    restorer = Restorer(lambda: consumer)
+    restorer.add(task("cl-a", a, 4))
+    restorer.add(task("cl-b", b, 1))
+    finished = restorer.run(deadline=float("inf"))
+    assert {(t.changelog, t.partition) for t in finished} == {("cl-a", 0), ("cl-b", 0)}
+    assert a.data == {(b"default", b"x"): b"3", (b"default", b"y"): b"1"}
+    assert b.data == {(b"default", b"x"): b"2"}
+    assert a.offsets == [1, 2] and b.offsets == [0]  # one write per run
+    assert consumer.closed
+
+
+def test_filter_tombstones_and_other_column_families() -> None:
+    sink = Sink()
+    batch = [
+        rec("cl", 0, b"a", b"1", 9),
+        rec("cl", 1, b"b", b"1", 9),
+        rec("cl", 2, b"a", None, 9),  # tombstone
+        rec("cl", 3, b"t", b"1", 9, cf="__ttl_system__"),  # Quix's TTL column family
+        rec("cl", 4, b"b", b"2", 10),  # processed 10 >= committed 10: skipped
+    ]
+    restorer = Restorer(lambda: Consumer([batch], {("cl", 0): 6}))
+    t = task("cl", sink, 6, committed=10)
+    restorer.add(t)
+    restorer.run(float("inf"))
+    assert sink.data == {(b"default", b"b"): b"1", (b"__ttl_system__", b"t"): b"1"}
+    assert (t.applied, t.skipped, t.position) == (4, 1, 6)
+    assert sink.offsets == [4], "the offset advances over skipped records too"
+
+
+def test_records_without_headers_are_not_a_changelog() -> None:
+    restorer = Restorer(lambda: Consumer([[Msg("cl", 0, 0, headers=None)]], {("cl", 0): 1}))
+    restorer.add(task("cl", Sink(), 1))
+    with pytest.raises(RecoveryError, match=r"changelog cl\[0\]@0: no __column_family__ header"):
+        restorer.run(float("inf"))
+
+
+def test_consumer_errors() -> None:
+    transient = KafkaError(KafkaError._TRANSPORT)
+    sink = Sink()
+    batch = [rec("cl", 0, b"a", b"1", 1), Msg("cl", 0, -1001, None, None, None, transient)]
+    restorer = Restorer(lambda: Consumer([batch], {("cl", 0): 1}))
+    restorer.add(task("cl", sink, 1))
+    restorer.run(float("inf"))  # logged, librdkafka retries
+    assert sink.offsets == [0]
+    fatal = KafkaError(KafkaError.UNKNOWN_TOPIC_OR_PART)
+    restorer = Restorer(lambda: Consumer([[Msg("cl", 0, -1001, None, None, None, fatal)]], {}))
+    restorer.add(task("cl", Sink(), 1))
+    with pytest.raises(RecoveryError, match="cannot read"):
+        restorer.run(float("inf"))
+
+
+def test_time_box_and_removal() -> None:
+    consumer = Consumer([[rec("cl", 0, b"a", b"1", 1)]] * 3, {("cl", 0): 10})
+    restorer = Restorer(lambda: consumer)
+    t = task("cl", Sink(), 10)
+    restorer.add(t)
+    assert restorer.run(deadline=0.0) == []  # deadline passed: nothing done, still active
+    assert restorer.active and restorer.progress()[0].remaining == 10
+    assert restorer.remove(lambda _: False) == [t]
+    assert not restorer.active and consumer.closed
