@@ -64,7 +64,15 @@ class StorePartition:
         self.where = where
         self._db: Any = None
         self._cfs: dict[bytes, Any] = {}
-        self._open()
+        try:
+            self._open()
+        except StateCorrupted as exc:
+            if "lock" in str(exc).lower():
+                raise  # another holder: never delete what someone else has open
+            # Corrupt or unreadable: the changelog has everything; start over from it.
+            log.warning("%s; wiping it, the changelog restores it", exc)
+            shutil.rmtree(self.path, ignore_errors=True)
+            self._open()
 
     def _open(self) -> None:
         self.path.mkdir(parents=True, exist_ok=True)

@@ -263,3 +263,24 @@ def test_reset_state_wipes_local_state_but_not_a_live_one(tmp_path: Path) -> Non
     reset_state(settings)
     assert [p.name for p in root.iterdir()] == [".lock"]
     reset_state(settings)  # idempotent
+
+
+def test_corrupt_store_is_wiped_and_reopened_empty(tmp_path: Path) -> None:
+    store = StorePartition(tmp_path / "db", "t")
+    store.write({b"k": b"1"}, changelog_offset=3)
+    store.close()
+    (tmp_path / "db" / "CURRENT").write_text("MANIFEST-999999\n")  # points nowhere
+    store = StorePartition(tmp_path / "db", "t")
+    assert store.get(b"k") is None and store.changelog_offset() is None
+    store.close()
+
+
+def test_store_held_by_someone_else_is_not_wiped(tmp_path: Path) -> None:
+    from app.errors import StateCorrupted
+
+    holder = StorePartition(tmp_path / "db", "t")
+    holder.write({b"k": b"1"}, changelog_offset=3)
+    with pytest.raises(StateCorrupted, match="lock"):
+        StorePartition(tmp_path / "db", "t")
+    assert holder.get(b"k") == b"1"
+    holder.close()
