@@ -1,0 +1,168 @@
+"""What a job is told: the source topic, the record fields, the windowing, the tables.
+
+Plain frozen dataclasses with their own validation, so a bad option fails before Spark starts
+and the message names the command-line option.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+
+from spark_jobs.errors import JobConfigError
+
+_INTERVAL = re.compile(r"^\s*[1-9]\d*\s+(second|minute|hour|day|week)s?\s*$")
+AVAILABLE_NOW = "available-now"
+
+
+@dataclass(slots=True, frozen=True)
+class RecordFields:
+    """Names of the JSON fields read from each bridge output record (all required)."""
+
+    id: str = "id"
+    key: str = "key"
+    amount: str = "amount"
+    ts: str = "ts"
+
+    def __post_init__(self) -> None:
+        names = [self.id, self.key, self.amount, self.ts]
+        if any(not n for n in names) or len(set(names)) != len(names):
+            raise JobConfigError(
+                f"--id-field/--key-field/--amount-field/--ts-field must be distinct and "
+                f"non-empty, got {names}"
+            )
+
+
+@dataclass(slots=True, frozen=True)
+class KafkaSource:
+    """The bridge's output topic. ``options`` are extra ``kafka.*`` settings (e.g. SASL)."""
+
+    bootstrap: str
+    topic: str
+    options: tuple[tuple[str, str], ...] = ()
+    isolation_level: str = "read_committed"
+
+    def __post_init__(self) -> None:
+        if not self.bootstrap or not self.topic:
+            raise JobConfigError("--bootstrap and --topic are required")
+        for key, _ in self.options:
+            if not key.startswith("kafka."):
+                raise JobConfigError(f"--kafka-option {key}: only kafka.* settings belong here")
+            if key == "kafka.isolation.level":
+                raise JobConfigError(
+                    "--kafka-option kafka.isolation.level is fixed to read_committed: "
+                    "read_uncommitted would count records of aborted bridge transactions"
+                )
+
+
+@dataclass(slots=True, frozen=True)
+class WindowSpec:
+    """Event-time tumbling windows and how the per-window statistics are computed.
+
+    Stored as a table property when the aggregate table is created, so a later run with a
+    different window size is refused instead of mixing window sizes in one table.
+    """
+
+    size: str = "1 minute"
+    watermark: str = "10 minutes"
+    distinct_rsd: float = 0.05
+
+    def __post_init__(self) -> None:
+        for option, value in (("--window", self.size), ("--watermark", self.watermark)):
+            if not _INTERVAL.match(value):
+                raise JobConfigError(
+                    f'{option} "{value}" is not an interval like "30 seconds" or "5 minutes"'
+                )
+        if not 0.0 < self.distinct_rsd <= 0.39:
+            raise JobConfigError(f"--distinct-rsd {self.distinct_rsd} must be in (0, 0.39]")
+
+    def table_property(self) -> str:
+        """The part of the spec that shapes the table's rows, as stable JSON."""
+        return json.dumps({"window": self.size, "distinct_rsd": self.distinct_rsd})
+
+
+@dataclass(slots=True, frozen=True)
+class StreamConfig:
+    """Everything ``python -m spark_jobs.stream`` needs."""
+
+    source: KafkaSource
+    table: str
+    checkpoint: str
+    fields: RecordFields = field(default_factory=RecordFields)
+    window: WindowSpec = field(default_factory=WindowSpec)
+    trigger: str = AVAILABLE_NOW
+    starting_offsets: str = "earliest"
+    max_offsets_per_trigger: int | None = None
+    bad_records_table: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.trigger != AVAILABLE_NOW and not _INTERVAL.match(self.trigger):
+            raise JobConfigError(
+                f'--trigger "{self.trigger}" must be {AVAILABLE_NOW} or an interval like '
+                '"10 seconds"'
+            )
+        if self.max_offsets_per_trigger is not None and self.max_offsets_per_trigger < 1:
+            raise JobConfigError("--max-offsets-per-trigger must be at least 1")
+
+    @property
+    def bad_table(self) -> str:
+        """Where rows that cannot be aggregated go (default: ``<table>_bad_records``)."""
+        return self.bad_records_table or f"{self.table.rstrip('/')}_bad_records"
+
+
+@dataclass(slots=True, frozen=True)
+class KafkaRange:
+    """A slice of the topic for the backfill: offsets (Spark JSON) or record timestamps (ms).
+
+    Offsets use Spark's per-partition JSON, ``{"topic": {"0": 100, "1": -2}}``, with the end
+    exclusive; timestamps select records whose Kafka timestamp is in ``[start, end)``.
+    """
+
+    starting_offsets: str | None = None
+    ending_offsets: str | None = None
+    starting_timestamp: int | None = None
+    ending_timestamp: int | None = None
+
+    def __post_init__(self) -> None:
+        by_offset = self.starting_offsets is not None or self.ending_offsets is not None
+        by_time = self.starting_timestamp is not None or self.ending_timestamp is not None
+        if by_offset == by_time:
+            raise JobConfigError(
+                "give the range either as --starting-offsets/--ending-offsets or as "
+                "--starting-timestamp/--ending-timestamp"
+            )
+        for option, value in (
+            ("--starting-offsets", self.starting_offsets),
+            ("--ending-offsets", self.ending_offsets),
+        ):
+            if value is not None and value not in ("earliest", "latest"):
+                try:
+                    json.loads(value)
+                except ValueError as exc:
+                    raise JobConfigError(f"{option} is not JSON: {exc}") from None
+
+    def reader_options(self) -> dict[str, str]:
+        """The Kafka source options selecting this range in a batch read."""
+        if self.starting_timestamp is not None or self.ending_timestamp is not None:
+            opts = {}
+            if self.starting_timestamp is not None:
+                opts["startingTimestamp"] = str(self.starting_timestamp)
+            if self.ending_timestamp is not None:
+                opts["endingTimestamp"] = str(self.ending_timestamp)
+            return opts
+        return {
+            "startingOffsets": self.starting_offsets or "earliest",
+            "endingOffsets": self.ending_offsets or "latest",
+        }
+
+
+@dataclass(slots=True, frozen=True)
+class BackfillConfig:
+    """Everything ``python -m spark_jobs.backfill`` needs."""
+
+    source: KafkaSource
+    table: str
+    range: KafkaRange
+    fields: RecordFields = field(default_factory=RecordFields)
+    window: WindowSpec | None = None  # None: use the spec the table was created with

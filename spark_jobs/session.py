@@ -1,0 +1,52 @@
+"""The SparkSession every job uses: our jars, Delta, small-machine defaults."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from pyspark.sql import SparkSession
+
+from spark_jobs.jars import ensure_jars
+
+ALWAYS: Mapping[str, str] = {
+    # Window bounds are shown and compared in UTC whatever the machine's zone.
+    "spark.sql.session.timeZone": "UTC",
+    # The run summary sums late-row counts over every batch of an available-now run.
+    "spark.sql.streaming.numRecentProgressUpdates": "10000",
+}
+
+# Local-mode defaults sized for a laptop or a CI box; override per job with ``conf``.
+LOCAL_DEFAULTS: Mapping[str, str] = {
+    "spark.sql.shuffle.partitions": "4",
+    "spark.default.parallelism": "4",
+    "spark.ui.enabled": "false",
+    # Delta rebuilds table snapshots with this many tasks (default 50): far too many here.
+    "spark.databricks.delta.snapshotPartitions": "2",
+}
+
+DELTA_CONF: Mapping[str, str] = {
+    "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
+    "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
+}
+
+
+def build_session(
+    app_name: str, master: str | None = "local[2]", conf: Mapping[str, str] | None = None
+) -> SparkSession:
+    """Create (or return the running) SparkSession with the Kafka source and Delta on board.
+
+    Args:
+        app_name: shown in logs and the Spark UI.
+        master: Spark master URL; None keeps whatever ``spark-submit`` configured.
+        conf: extra settings, applied last.
+    """
+    jars = ",".join(str(p) for p in ensure_jars())
+    builder = SparkSession.builder.appName(app_name).config("spark.jars", jars)
+    if master is not None:
+        builder = builder.master(master)
+    local = LOCAL_DEFAULTS if master is not None and master.startswith("local") else {}
+    for key, value in {**ALWAYS, **local, **DELTA_CONF, **(conf or {})}.items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("WARN")
+    return spark

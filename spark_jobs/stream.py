@@ -1,0 +1,270 @@
+"""``python -m spark_jobs.stream``: windowed aggregates of the bridge's output, exactly once.
+
+Two streaming queries read the topic with ``read_committed``:
+
+1. aggregates: parse → watermark → per key and tumbling window count, sum, approximate
+   distinct ids and percentiles, in *update* mode; each micro-batch's changed windows are
+   MERGEd into the Delta table with transaction id (query id, batch id).
+2. bad records: rows that cannot be parsed are appended to ``<table>_bad_records`` with the
+   same kind of transaction id.
+
+Run ``--help`` for the options and see docs/spark.md for the guarantees.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import sys
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.streaming.query import StreamingQuery
+from pyspark.sql.streaming.readwriter import DataStreamWriter
+
+from spark_jobs import cli
+from spark_jobs.aggregate import aggregate_windows
+from spark_jobs.config import AVAILABLE_NOW, StreamConfig, WindowSpec
+from spark_jobs.errors import SparkJobError
+from spark_jobs.faults import AFTER_DELTA_WRITE, crash_point
+from spark_jobs.parse import BAD_RECORD_SCHEMA, ParsedRecords, parse_records
+from spark_jobs.session import build_session
+from spark_jobs.source import read_stream
+from spark_jobs.tables import (
+    TxnId,
+    append_once,
+    ensure_aggregate_table,
+    ensure_table,
+    upsert_windows,
+)
+
+log = logging.getLogger("spark_jobs.stream")
+
+# Set by Spark on the stream thread that calls foreachBatch; stable across restarts because
+# the id lives in the checkpoint, and new when the checkpoint is new (so a fresh checkpoint
+# never collides with the transaction ids of an old one).
+_QUERY_ID_PROPERTY = "sql.streaming.queryId"
+
+
+def query_id(batch: DataFrame) -> str:
+    """Id of the streaming query that produced ``batch`` (call inside foreachBatch)."""
+    qid = batch.sparkSession.sparkContext.getLocalProperty(_QUERY_ID_PROPERTY)
+    if not qid:
+        raise SparkJobError("foreachBatch ran without a streaming query id; cannot write once")
+    return qid
+
+
+class BatchSink:
+    """A foreachBatch function: one idempotent Delta write per non-empty micro-batch."""
+
+    def __init__(self, table: str, upsert: bool) -> None:
+        self.table = table
+        self.upsert = upsert
+        self.rows_written = 0
+
+    def __call__(self, batch: DataFrame, batch_id: int) -> None:
+        txn = TxnId(query_id(batch), batch_id)
+        batch.persist()  # counted, then written: compute the stateful batch once
+        try:
+            rows = batch.count()
+            if rows:
+                if self.upsert:
+                    upsert_windows(batch, self.table, txn)
+                else:
+                    append_once(batch, self.table, txn)
+                crash_point(AFTER_DELTA_WRITE, batch_id)
+        finally:
+            batch.unpersist()
+        self.rows_written += rows
+        log.info("batch %d: %d rows → %s", batch_id, rows, self.table)
+
+
+@dataclass(slots=True, frozen=True)
+class StreamSummary:
+    """What one run did (replayed batches count again in ``windows_written``).
+
+    ``late_rows_dropped`` is Spark's ``numRowsDroppedByWatermark`` summed over the run: input
+    rows older than the watermark, counted after partial aggregation, so several late rows of
+    one key and window in one partition and batch count once. Non-zero means rows were left
+    out for lateness; a backfill over that range puts them in.
+    """
+
+    batch_ids: tuple[int, ...]
+    input_rows: int
+    windows_written: int
+    bad_records: int
+    late_rows_dropped: int
+
+
+@dataclass(slots=True)
+class RunningStream:
+    """The two queries of one job and their sinks."""
+
+    aggregates: StreamingQuery
+    bad_records: StreamingQuery
+    windows_sink: BatchSink
+    bad_sink: BatchSink
+
+    @property
+    def queries(self) -> tuple[StreamingQuery, StreamingQuery]:
+        return self.aggregates, self.bad_records
+
+    def summary(self) -> StreamSummary:
+        progress = self.aggregates.recentProgress
+        return StreamSummary(
+            batch_ids=tuple(p.batchId for p in progress),
+            input_rows=sum(p.numInputRows for p in progress),
+            windows_written=self.windows_sink.rows_written,
+            bad_records=self.bad_sink.rows_written,
+            late_rows_dropped=sum(
+                op.numRowsDroppedByWatermark for p in progress for op in p.stateOperators
+            ),
+        )
+
+
+def start_stream(spark: SparkSession, cfg: StreamConfig) -> RunningStream:
+    """Create the tables if needed and start both queries."""
+    ensure_aggregate_table(spark, cfg.table, cfg.window.table_property())
+    ensure_table(spark, cfg.bad_table, BAD_RECORD_SCHEMA)
+
+    good = _parsed(spark, cfg).good.withWatermark("event_time", cfg.window.watermark)
+    windows_sink = BatchSink(cfg.table, upsert=True)
+    windows = aggregate_windows(good, cfg.window).writeStream.outputMode("update")
+    aggregates = _configure(windows, cfg, "aggregates").foreachBatch(windows_sink).start()
+
+    bad_sink = BatchSink(cfg.bad_table, upsert=False)
+    bad = _parsed(spark, cfg).bad.writeStream.outputMode("append")
+    bad_records = _configure(bad, cfg, "bad_records").foreachBatch(bad_sink).start()
+    return RunningStream(aggregates, bad_records, windows_sink, bad_sink)
+
+
+def _parsed(spark: SparkSession, cfg: StreamConfig) -> ParsedRecords:
+    raw = read_stream(spark, cfg.source, cfg.starting_offsets, cfg.max_offsets_per_trigger)
+    return parse_records(raw, cfg.fields)
+
+
+def _configure(writer: DataStreamWriter, cfg: StreamConfig, name: str) -> DataStreamWriter:
+    writer = writer.option("checkpointLocation", f"{cfg.checkpoint.rstrip('/')}/{name}")
+    if cfg.trigger == AVAILABLE_NOW:
+        return writer.trigger(availableNow=True)
+    return writer.trigger(processingTime=cfg.trigger)
+
+
+def wait_for(running: RunningStream, stop: threading.Event | None = None) -> StreamSummary:
+    """Block until both queries end (available-now) or ``stop`` is set; re-raise failures."""
+    logged: dict[str, int] = {}
+    try:
+        while any(q.isActive for q in running.queries):
+            if stop is not None and stop.is_set():
+                break
+            for q in running.queries:
+                q.awaitTermination(1)  # raises StreamingQueryException if q failed
+                _log_progress(q, logged)
+        for q in running.queries:
+            q.awaitTermination(1)
+    finally:
+        for q in running.queries:
+            if q.isActive:
+                q.stop()
+    return running.summary()
+
+
+def _log_progress(query: StreamingQuery, logged: dict[str, int]) -> None:
+    progress = query.lastProgress
+    if progress is None or logged.get(str(query.id)) == progress.batchId:
+        return
+    logged[str(query.id)] = progress.batchId
+    late = sum(op.numRowsDroppedByWatermark for op in progress.stateOperators)
+    level = logging.WARNING if late else logging.INFO
+    log.log(
+        level,
+        "query %s batch %d: %d input rows, %d late rows dropped",
+        query.id,
+        progress.batchId,
+        progress.numInputRows,
+        late,
+    )
+
+
+def run_stream(
+    spark: SparkSession, cfg: StreamConfig, stop: threading.Event | None = None
+) -> StreamSummary:
+    """Start the job and wait for it; see :func:`wait_for`."""
+    return wait_for(start_stream(spark, cfg), stop)
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="python -m spark_jobs.stream",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    cli.add_source_args(parser)
+    parser.add_argument("--checkpoint", required=True, help="Spark checkpoint directory")
+    parser.add_argument("--bad-records-table", help="default: <table>_bad_records")
+    parser.add_argument(
+        "--trigger",
+        default=AVAILABLE_NOW,
+        help='available-now (default) or an interval like "10 seconds"',
+    )
+    parser.add_argument("--window", default="1 minute", help="tumbling window size")
+    parser.add_argument("--watermark", default="10 minutes", help="allowed event-time lateness")
+    parser.add_argument(
+        "--distinct-rsd",
+        type=float,
+        default=0.05,
+        help="relative std. deviation of approx_count_distinct",
+    )
+    parser.add_argument(
+        "--starting-offsets",
+        default="earliest",
+        help="earliest, latest or Spark offsets JSON (first run only)",
+    )
+    parser.add_argument("--max-offsets-per-trigger", type=int, help="cap per micro-batch")
+    parser.add_argument(
+        "--show",
+        type=int,
+        default=0,
+        metavar="N",
+        help="print the first N rows of the table at the end",
+    )
+    return parser.parse_args(argv)
+
+
+def config_from(args: argparse.Namespace) -> StreamConfig:
+    return StreamConfig(
+        source=cli.source_from(args),
+        table=args.table,
+        checkpoint=args.checkpoint,
+        fields=cli.fields_from(args),
+        window=WindowSpec(args.window, args.watermark, args.distinct_rsd),
+        trigger=args.trigger,
+        starting_offsets=args.starting_offsets,
+        max_offsets_per_trigger=args.max_offsets_per_trigger,
+        bad_records_table=args.bad_records_table,
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    cli.setup_logging()
+    args = parse_args(argv)
+    try:
+        cfg = config_from(args)
+        spark = build_session("eos-bridge-stream", args.master or None)
+        stop = threading.Event()
+        signal.signal(signal.SIGTERM, lambda *_: stop.set())
+        summary = run_stream(spark, cfg, stop)
+    except SparkJobError as exc:
+        print(f"spark_jobs.stream: {exc}", file=sys.stderr)
+        return 2
+    print(f"stream summary: {summary}")
+    if args.show:
+        cli.print_table(spark, cfg.table, args.show)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
