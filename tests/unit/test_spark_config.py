@@ -1,0 +1,109 @@
+"""Spark job options are checked before Spark starts; messages name the option."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from spark_jobs import backfill, stream
+from spark_jobs.config import KafkaRange, KafkaSource, RecordFields, StreamConfig, WindowSpec
+from spark_jobs.errors import JobConfigError
+from spark_jobs.faults import AFTER_DELTA_WRITE, FAULT_ENV, FAULT_EXIT_CODE
+
+
+def _stream_args(*extra: str) -> list[str]:
+    return [
+        "--bootstrap",
+        "b:9092",
+        "--topic",
+        "out",
+        "--table",
+        "/t",
+        "--checkpoint",
+        "/c",
+        *extra,
+    ]
+
+
+def test_stream_options_become_a_config_with_read_committed_and_defaults() -> None:
+    cfg = stream.config_from(stream.parse_args(_stream_args("--window", "5 minutes")))
+    assert cfg.source.isolation_level == "read_committed"
+    assert cfg.window == WindowSpec("5 minutes", "10 minutes", 0.05)
+    assert cfg.trigger == "available-now"
+    assert cfg.bad_table == "/t_bad_records"
+    assert cfg.fields == RecordFields("id", "key", "amount", "ts")
+
+
+@pytest.mark.parametrize(
+    ("extra", "named"),
+    [
+        (["--window", "5 minutez"], "--window"),
+        (["--watermark", "0 minutes"], "--watermark"),
+        (["--trigger", "sometimes"], "--trigger"),
+        (["--max-offsets-per-trigger", "0"], "--max-offsets-per-trigger"),
+        (["--distinct-rsd", "0.5"], "--distinct-rsd"),
+        (["--id-field", "key"], "--id-field"),
+        (["--kafka-option", "security.protocol=SSL"], "--kafka-option"),
+        (["--kafka-option", "kafka.isolation.level=read_uncommitted"], "read_committed"),
+    ],
+)
+def test_bad_stream_options_are_refused_naming_the_option(extra: list[str], named: str) -> None:
+    with pytest.raises(JobConfigError, match=named):
+        stream.config_from(stream.parse_args(_stream_args(*extra)))
+
+
+def test_interval_trigger_is_accepted() -> None:
+    cfg = stream.config_from(stream.parse_args(_stream_args("--trigger", "10 seconds")))
+    assert cfg.trigger == "10 seconds"
+
+
+def test_backfill_range_is_offsets_or_timestamps_never_both() -> None:
+    offsets = {"out": {"0": 5}}
+    by_offsets = KafkaRange(json.dumps(offsets), json.dumps({"out": {"0": 9}}))
+    assert by_offsets.reader_options() == {
+        "startingOffsets": '{"out": {"0": 5}}',
+        "endingOffsets": '{"out": {"0": 9}}',
+    }
+    assert KafkaRange(starting_timestamp=1, ending_timestamp=2).reader_options() == {
+        "startingTimestamp": "1",
+        "endingTimestamp": "2",
+    }
+    with pytest.raises(JobConfigError, match="either"):
+        KafkaRange(starting_offsets="earliest", starting_timestamp=1)
+    with pytest.raises(JobConfigError, match="either"):
+        KafkaRange()
+    with pytest.raises(JobConfigError, match="--ending-offsets is not JSON"):
+        KafkaRange("earliest", "{oops")
+
+
+def test_backfill_window_defaults_to_the_tables() -> None:
+    args = ["--bootstrap", "b", "--topic", "out", "--table", "/t", "--starting-timestamp", "1"]
+    assert backfill.config_from(backfill.parse_args(args)).window is None
+
+
+def test_missing_bootstrap_is_named() -> None:
+    with pytest.raises(JobConfigError, match="--bootstrap"):
+        StreamConfig(source=KafkaSource("", "out"), table="/t", checkpoint="/c")
+
+
+def test_fault_point_is_inert_unless_named_for_that_batch() -> None:
+    code = (
+        "from spark_jobs.faults import crash_point\n"
+        f"crash_point({AFTER_DELTA_WRITE!r}, 0)\n"
+        f"crash_point({AFTER_DELTA_WRITE!r}, 2)\n"
+        "print('survived')\n"
+    )
+    for spec, want in (
+        (None, 0),
+        (f"{AFTER_DELTA_WRITE}:1", 0),
+        (f"{AFTER_DELTA_WRITE}:2", FAULT_EXIT_CODE),
+    ):
+        env = {FAULT_ENV: spec} if spec else {}
+        proc = subprocess.run(
+            [sys.executable, "-c", code], env={"PATH": "", **env}, capture_output=True, check=False
+        )
+        assert proc.returncode == want, (spec, proc.stderr)
+        assert (b"survived" in proc.stdout) == (want == 0)
