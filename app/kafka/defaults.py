@@ -21,7 +21,9 @@ CONSUMER_DEFAULTS: dict[str, Any] = {
     "enable.partition.eof": False,
     # Fetch in large chunks: consume(num_messages=N) then returns full batches.
     "fetch.wait.max.ms": 100,
-    "queued.min.messages": 20000,
+    # Keep librdkafka's deep prefetch: 20000 capped a consume-produce loop at a third of the
+    # rate (bench/, issue 7); memory stays bounded by queued.max.messages.kbytes.
+    "queued.min.messages": 100000,
 }
 
 PRODUCER_DEFAULTS: dict[str, Any] = {

@@ -60,12 +60,16 @@ class StepContext:
 
     def guarded(self, step: str, row: Row, fn: Callable[[Row], Any]) -> tuple[bool, Any]:
         """Run ``fn(row)`` with bounded retries; on final failure record it and return False."""
-        for attempt in range(self.retries + 1):
+        try:  # the first attempt outside the loop: stateful steps call this once per record
+            return True, fn(row)
+        except Exception as exc:  # a user function may raise anything
+            error = exc
+        for _ in range(self.retries):
             try:
                 return True, fn(row)
-            except Exception as exc:  # a user function may raise anything
-                if attempt == self.retries:
-                    self.failures.append(Failure(row, step, exc))
+            except Exception as exc:
+                error = exc
+        self.failures.append(Failure(row, step, error))
         return False, None
 
 
@@ -129,12 +133,16 @@ class Apply:
                 setattr(r, self.target, result)
             return done
         out: list[Row] = []
+        append = out.append
         for r, result in zip(done, results, strict=True):
-            if result is None:
+            if type(result) is dict:  # the common case first: one check instead of two
+                r.value = result
+                append(r)
+            elif result is None:
                 continue
-            if isinstance(result, list):
+            elif isinstance(result, list):
                 out.extend(r.derive(v) for v in result)
             else:
                 r.value = result
-                out.append(r)
+                append(r)
         return out
