@@ -32,5 +32,9 @@ demo: $(STAMP)
 test: lint
 	$(BIN)/pytest -q --durations=15
 
+# Benchmarks (own local broker, ~40 min; BENCH_ARGS="--records 200000" for a quick run).
+bench: $(STAMP)
+	$(BIN)/python -m bench $(BENCH_ARGS)
+
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,232 @@
+"""``python -m bench``: start a local broker, seed the inputs, run every contender on every
+pipeline in interleaved repetitions, write ``bench/results/latest.{json,md,png}``.
+
+Each contender is its own process (its own CPU seconds and peak RSS); each repetition runs the
+contenders in a rotated order, so slow phases of a shared machine hit all of them alike.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import os
+import platform
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import confluent_kafka
+
+from app.devkafka import LocalKafka
+from bench import report
+from bench.contenders import BY_KEY, CONTENDERS, REPO, Contender
+from bench.data import seed_topic
+from bench.kafka import create_topics
+from bench.latency import latency_run
+from bench.throughput import throughput_run
+
+INPUTS = {"p1": "bench-in-kv", "p2": "bench-in-kv", "p3": "bench-in-win"}
+INPUT_KEYS = {"bench-in-kv": 100_000, "bench-in-win": 1000}
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
+    p.add_argument("--records", type=int, default=1_000_000, help="input records per pipeline")
+    p.add_argument("--partitions", type=int, default=4)
+    p.add_argument("--reps", type=int, default=3, help="repetitions (medians are reported)")
+    p.add_argument("--commit-interval", type=float, default=1.0, help="seconds, all contenders")
+    p.add_argument("--pipelines", default="p1,p2,p3")
+    p.add_argument("--contenders", default=",".join(c.key for c in CONTENDERS))
+    p.add_argument("--latency-rate", type=int, default=2000, help="records/s; 0 = skip")
+    p.add_argument("--latency-seconds", type=float, default=10.0)
+    p.add_argument("--no-recovery", action="store_true", help="skip bench.bench_recovery")
+    p.add_argument("--out", type=Path, default=REPO / "bench" / "results")
+    p.add_argument("--keep", action="store_true", help="keep the work dir (logs, broker data)")
+    return p.parse_args(argv)
+
+
+def versions(bootstrap_jars: str) -> dict[str, str]:
+    def dist(name: str) -> str:
+        try:
+            return metadata.version(name)
+        except metadata.PackageNotFoundError:
+            return "not installed"
+
+    sha = subprocess.run(
+        ["git", "describe", "--always", "--dirty"], cwd=REPO, capture_output=True, text=True
+    ).stdout.strip()
+    return {
+        "eos-bridge": f"{dist('eos-bridge')} (git {sha or 'unknown'})",
+        "quixstreams": dist("quixstreams"),
+        "confluent-kafka": f"{confluent_kafka.version()[0]} (librdkafka "
+        f"{confluent_kafka.libversion()[0]})",
+        "orjson": dist("orjson"),
+        "rocksdict": dist("rocksdict"),
+        "python": platform.python_version(),
+        "kafka broker": bootstrap_jars,
+    }
+
+
+def _broker_version() -> str:
+    pom = (REPO / "app" / "devkafka" / "pom.xml").read_text()
+    start = pom.find("<kafka.version>") + len("<kafka.version>")
+    return f"Apache Kafka {pom[start : pom.find('</kafka.version>')]} (KRaft, 1 broker)"
+
+
+def rotated(contenders: list[Contender], rep: int) -> list[Contender]:
+    k = rep % len(contenders)
+    return contenders[k:] + contenders[:k]
+
+
+def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
+    pipelines = [p.strip() for p in args.pipelines.split(",") if p.strip()]
+    contenders = [BY_KEY[k.strip()] for k in args.contenders.split(",") if k.strip()]
+    kafka = LocalKafka(workdir / "kafka", brokers=1)
+    runs: list[dict[str, Any]] = []
+    latency: list[dict[str, Any]] = []
+    recovery: dict[str, Any] | None = None
+    kafka.start()
+    try:
+        bootstrap = kafka.bootstrap
+        for topic in sorted({INPUTS[p] for p in pipelines}):
+            started = time.monotonic()
+            create_topics(bootstrap, [topic], args.partitions)
+            seed_topic(bootstrap, topic, args.records, INPUT_KEYS[topic])
+            log(f"seeded {topic}: {args.records:,} records in {time.monotonic() - started:.0f}s")
+        timeout = 120 + args.records / 500
+        for rep in range(args.reps):
+            for pipeline in pipelines:
+                for c in rotated(contenders, rep):
+                    entry = _throughput(c, args, bootstrap, pipeline, rep, workdir, timeout)
+                    runs.append(entry)
+            if args.latency_rate and "p1" in pipelines:
+                for c in rotated(contenders, rep):
+                    latency += _latency(c, args, bootstrap, rep, workdir)
+        if not args.no_recovery:
+            recovery = _recovery(bootstrap, args)
+    finally:
+        kafka.stop()
+    meta = {
+        "command": "python -m bench " + shlex.join(sys.argv[1:]),
+        "records": args.records,
+        "partitions": args.partitions,
+        "reps": args.reps,
+        "commit_interval": args.commit_interval,
+        "latency_rate": args.latency_rate,
+        "latency_seconds": args.latency_seconds,
+        "date": time.strftime("%Y-%m-%d %H:%M %Z"),
+        "machine": f"{platform.machine()}, {_cpus()} CPUs (shared), Linux {platform.release()}",
+        "versions": versions(_broker_version()),
+    }
+    result = {"meta": meta, "runs": runs, "latency": latency, "recovery": recovery}
+    result["summary"] = report.summarise(runs, latency)
+    return result
+
+
+def _throughput(
+    c: Contender, args: argparse.Namespace, bootstrap: str, pipeline: str, rep: int,
+    workdir: Path, timeout: float,
+) -> dict[str, Any]:  # fmt: skip
+    try:
+        result = throughput_run(
+            c, bootstrap=bootstrap, pipeline=pipeline, input_topic=INPUTS[pipeline],
+            partitions=args.partitions, commit_interval=args.commit_interval, rep=rep,
+            workdir=workdir, timeout=timeout,
+        ).as_dict()  # fmt: skip
+        log(
+            f"rep {rep} {pipeline} {c.key:<10} {result['records_per_s']:>9,.0f} rec/s  "
+            f"cpu {result['cpu_s_per_million']:5.1f} s/M  rss {result['peak_rss_mb']:4.0f} MB  "
+            f"out {result['outputs']:,}"
+        )
+        return result
+    except Exception as exc:
+        log(f"rep {rep} {pipeline} {c.key}: FAILED {exc}")
+        return {"pipeline": pipeline, "contender": c.key, "rep": rep, "error": str(exc)}
+
+
+def _latency(
+    c: Contender, args: argparse.Namespace, bootstrap: str, rep: int, workdir: Path
+) -> list[dict[str, Any]]:
+    try:
+        result = latency_run(
+            c, bootstrap=bootstrap, partitions=args.partitions,
+            commit_interval=args.commit_interval, rep=rep, workdir=workdir,
+            rate=args.latency_rate, duration=args.latency_seconds,
+        )  # fmt: skip
+        log(
+            f"rep {rep} latency {c.key:<10} visible p50 {result['visible_p50_ms']:.0f} ms "
+            f"p99 {result['visible_p99_ms']:.0f} ms ({result['samples']} samples)"
+        )
+        return [result]
+    except Exception as exc:
+        log(f"rep {rep} latency {c.key}: FAILED {exc}")
+        return []
+
+
+def _recovery(bootstrap: str, args: argparse.Namespace) -> dict[str, Any] | None:
+    """State recovery records/s: runs the state benchmark (``bench.bench_recovery``, its own
+    processes) against this broker and keeps what it reports."""
+    if importlib.util.find_spec("bench.bench_recovery") is None:
+        log("bench.bench_recovery not found: no recovery figure")
+        return None
+    argv = [sys.executable, "-m", "bench.bench_recovery", "--records", str(args.records)]
+    argv += ["--cache-mb", "64"]
+    env = {**os.environ, "KAFKA_BOOTSTRAP": bootstrap, "PYTHONPATH": str(REPO)}
+    log("state recovery: " + shlex.join(argv[1:]))
+    try:
+        proc = subprocess.run(
+            argv, env=env, cwd=REPO, capture_output=True, text=True, timeout=1800, check=False
+        )
+    except subprocess.TimeoutExpired:
+        log("state recovery benchmark timed out")
+        return None
+    lines = [line for line in proc.stdout.splitlines() if line.strip()]
+    for line in lines:
+        log(f"  {line}")
+    if proc.returncode != 0:
+        log(f"state recovery benchmark failed ({proc.returncode}): {proc.stderr[-2000:]}")
+    rates = {
+        m.group(1): float(m.group(2).replace(",", ""))
+        for m in (_RESTORE.search(line) for line in lines)
+        if m is not None
+    }
+    return {
+        "command": "python -m bench.bench_recovery " + shlex.join(argv[3:]),
+        "exit_code": proc.returncode,
+        "restore_records_per_s": rates,
+        "output": lines,
+    }
+
+
+_RESTORE = re.compile(r"restore \((.+?)\):.* = ([\d,]+) records/s")
+
+
+def _cpus() -> int:
+    return os.cpu_count() or 0
+
+
+def log(message: str) -> None:
+    print(f"[bench {time.strftime('%H:%M:%S')}] {message}", flush=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    workdir = Path(tempfile.mkdtemp(prefix="eos-bench-"))
+    try:
+        result = run(args, workdir)
+    finally:
+        if args.keep:
+            log(f"work dir kept: {workdir}")
+        else:
+            shutil.rmtree(workdir, ignore_errors=True)
+    report.write(result, args.out)
+    log(f"wrote {args.out / 'latest.md'}")
+    print((args.out / "latest.md").read_text())
+    return 0 if all("error" not in r for r in result["runs"]) else 1

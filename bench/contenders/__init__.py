@@ -1,0 +1,90 @@
+"""The contenders, each started as its own process by :mod:`bench.harness`.
+
+Every contender reads ``--input`` as consumer group ``--group`` from the earliest offset, writes
+``--output``, commits every ``--commit-interval`` seconds and stops cleanly on SIGTERM.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@dataclass(slots=True, frozen=True)
+class Job:
+    """What one contender run is asked to do."""
+
+    bootstrap: str
+    pipeline: str  # p1 | p2 | p3
+    input_topic: str
+    output_topic: str
+    group: str
+    commit_interval: float
+    state_dir: Path
+    batch_size: int = 2000
+
+
+@dataclass(slots=True, frozen=True)
+class Contender:
+    """A named way of running a pipeline; ``kind`` selects the command line."""
+
+    key: str
+    label: str
+    kind: str  # bridge | quix | hand | raw
+    guarantee: str  # exactly-once | at-least-once
+
+    def command(self, job: Job) -> tuple[list[str], dict[str, str]]:
+        """argv and environment of the contender process."""
+        env = {k: v for k, v in os.environ.items() if not k.startswith("BRIDGE_")}
+        env["PYTHONPATH"] = str(REPO)
+        if self.kind == "bridge":
+            env.update(bridge_env(job, self.guarantee))
+            return [sys.executable, "-m", "app.cli", "run"], env
+        common = [
+            "--bootstrap", job.bootstrap, "--input", job.input_topic,
+            "--output", job.output_topic, "--group", job.group,
+            "--commit-interval", str(job.commit_interval), "--pipeline", job.pipeline,
+        ]  # fmt: skip
+        if self.kind == "quix":
+            argv = [sys.executable, "-m", "bench.contenders.quix", *common]
+            argv += ["--guarantee", self.guarantee, "--state-dir", str(job.state_dir)]
+            return argv, env
+        argv = [sys.executable, "-m", "bench.contenders.hand", *common]
+        argv += ["--batch-size", str(job.batch_size)]
+        if self.kind == "raw":
+            argv += ["--raw"]
+        return argv, env
+
+
+def bridge_env(job: Job, guarantee: str) -> dict[str, str]:
+    """BRIDGE_* settings of an eos-bridge run (defaults for everything not listed)."""
+    return {
+        "BRIDGE_BOOTSTRAP_SERVERS": job.bootstrap,
+        "BRIDGE_INPUT_TOPICS": f'["{job.input_topic}"]',
+        "BRIDGE_OUTPUT_TOPIC": job.output_topic,
+        "BRIDGE_DLQ_TOPIC": job.output_topic,  # never used: no record fails
+        "BRIDGE_GROUP_ID": job.group,
+        "BRIDGE_INSTANCE_ID": "bench",
+        "BRIDGE_PIPELINE": f"bench.pipelines:{job.pipeline}",
+        "BRIDGE_PROCESSING_GUARANTEE": guarantee,
+        "BRIDGE_COMMIT_INTERVAL": str(job.commit_interval),
+        "BRIDGE_BATCH_SIZE": str(job.batch_size),
+        "BRIDGE_HTTP_PORT": "0",
+        "BRIDGE_STATE_DIR": str(job.state_dir),
+        "BRIDGE_LOG_LEVEL": "WARNING",
+    }
+
+
+CONTENDERS = (
+    Contender("bridge-eos", "eos-bridge exactly-once", "bridge", "exactly-once"),
+    Contender("bridge-alo", "eos-bridge at-least-once", "bridge", "at-least-once"),
+    Contender("quix-eos", "Quix Streams exactly-once", "quix", "exactly-once"),
+    Contender("quix-alo", "Quix Streams at-least-once", "quix", "at-least-once"),
+    Contender("hand-alo", "hand-written loop at-least-once", "hand", "at-least-once"),
+    Contender("raw-copy", "raw copy (no parsing)", "raw", "at-least-once"),
+)
+BY_KEY = {c.key: c for c in CONTENDERS}

@@ -1,0 +1,113 @@
+"""Broker-side probes the harness polls while a contender runs: progress, output, cleanup."""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaException, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from app.devkafka.topics import end_offsets, partitions_of
+
+
+class Probe:
+    """Watches one run: has output appeared, has the group committed the input end offsets."""
+
+    def __init__(self, bootstrap: str, group: str, input_topic: str, output_topic: str) -> None:
+        self._ends = {p: e for p, e in end_offsets(bootstrap, input_topic).items() if e > 0}
+        self._consumer = Consumer(
+            {
+                "bootstrap.servers": bootstrap,
+                "group.id": group,  # offsets lookups only: never subscribes or commits
+                "enable.auto.commit": False,
+                # Watermarks of the output: appended records count (librdkafka's default,
+                # read_committed, would report the last stable offset instead).
+                "isolation.level": "read_uncommitted",
+                "log_level": 0,
+            }
+        )
+        self._inputs = [TopicPartition(input_topic, p) for p in self._ends]
+        self._outputs = [
+            TopicPartition(output_topic, p) for p in partitions_of(bootstrap, output_topic)
+        ]
+
+    @property
+    def total(self) -> int:
+        return sum(self._ends.values())
+
+    def output_started(self) -> bool:
+        for tp in self._outputs:
+            if self._consumer.get_watermark_offsets(tp, timeout=5, cached=False)[1] > 0:
+                return True
+        return False
+
+    def committed(self) -> int:
+        """Input records the group has committed so far (0 while the coordinator loads)."""
+        try:
+            tps = self._consumer.committed(self._inputs, timeout=5)
+        except KafkaException:
+            return 0
+        return sum(max(0, tp.offset) for tp in tps)
+
+    def caught_up(self) -> bool:
+        return self.committed() >= self.total
+
+    def close(self) -> None:
+        self._consumer.close()
+
+
+def create_topics(bootstrap: str, names: list[str], partitions: int, **config: str) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    specs = [NewTopic(n, partitions, 1, config=dict(config)) for n in names]
+    for name, future in admin.create_topics(specs, operation_timeout=30).items():
+        future.result(30)
+        _wait_leaders(admin, name, partitions)
+
+
+def _wait_leaders(admin: Any, name: str, partitions: int) -> None:
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        meta = admin.list_topics(name, timeout=5).topics.get(name)
+        ready = meta is not None and meta.error is None and len(meta.partitions) == partitions
+        if ready and all(p.leader >= 0 for p in meta.partitions.values()):
+            return
+        time.sleep(0.1)
+    raise TimeoutError(f"topic {name!r} has no leader for every partition")
+
+
+def delete_topics_of(bootstrap: str, *needles: str) -> None:
+    """Delete every topic whose name contains one of ``needles`` (run outputs, changelogs)."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    names = [t for t in admin.list_topics(timeout=10).topics if any(n in t for n in needles)]
+    if names:
+        for future in admin.delete_topics(names, operation_timeout=30).values():
+            with contextlib.suppress(KafkaException):  # already gone
+                future.result(30)
+
+
+def count_committed(bootstrap: str, topic: str, timeout: float = 120.0) -> int:
+    """Records a read_committed reader sees in ``topic`` (up to the current end offsets)."""
+    ends = {p: e for p, e in end_offsets(bootstrap, topic).items() if e > 0}
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "bench-counter",
+            "enable.auto.commit": False,
+            "isolation.level": "read_committed",
+        }
+    )
+    try:
+        consumer.assign([TopicPartition(topic, p, 0) for p in ends])
+        seen, pending = 0, set(ends)
+        deadline = time.monotonic() + timeout
+        while pending and time.monotonic() < deadline:
+            for m in consumer.consume(10_000, 0.5):
+                if m.error() is None and m.offset() < ends[m.partition()]:
+                    seen += 1
+            positions = consumer.position([TopicPartition(topic, p) for p in pending])
+            pending = {tp.partition for tp in positions if tp.offset < ends[tp.partition]}
+        return seen
+    finally:
+        consumer.close()

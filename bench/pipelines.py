@@ -1,0 +1,17 @@
+"""The eos-bridge side of each benchmark pipeline (``BRIDGE_PIPELINE=bench.pipelines:p1``)."""
+
+from __future__ import annotations
+
+from app.pipeline import Pipeline
+from bench.transforms import WINDOW_SECONDS, enrich, keep
+
+# P1: filter + map on ~200-byte JSON.
+p1 = Pipeline().filter(keep).map(enrich)
+
+# P2: count by key (the Kafka key; 100k distinct keys in the input).
+p2 = Pipeline().count(name="count")
+
+# P3: tumbling window, sum of ``amount`` per key, one final result per closed window.
+p3 = Pipeline().window(size=WINDOW_SECONDS).aggregate("sum", of="amount")
+
+PIPELINES = {"p1": p1, "p2": p2, "p3": p3}

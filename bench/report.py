@@ -1,0 +1,202 @@
+"""Turn the raw runs into medians and ratios; write latest.json, latest.md and latest.png."""
+
+from __future__ import annotations
+
+import json
+import statistics
+from pathlib import Path
+from typing import Any
+
+from bench.contenders import BY_KEY, CONTENDERS
+
+PIPELINE_TITLES = {
+    "p1": "P1 filter + map (~200-byte JSON)",
+    "p2": "P2 count by key (100k keys)",
+    "p3": "P3 tumbling window sum (10 s, 1000 keys)",
+}
+GOALS = (("quix-eos", 3.0), ("hand-alo", 0.9))  # bridge-eos throughput ≥ ratio x peer
+
+
+def _median(rows: list[dict[str, Any]], field: str) -> float:
+    return float(statistics.median(r[field] for r in rows))
+
+
+def summarise(runs: list[dict[str, Any]], latency: list[dict[str, Any]]) -> dict[str, Any]:
+    """Medians per (pipeline, contender); ratios are medians of per-repetition ratios."""
+    summary: dict[str, Any] = {}
+    for pipeline in sorted({r["pipeline"] for r in runs}):
+        ok = [r for r in runs if r["pipeline"] == pipeline and "error" not in r]
+        rows: dict[str, Any] = {}
+        for c in CONTENDERS:
+            mine = [r for r in ok if r["contender"] == c.key]
+            if not mine:
+                continue
+            rows[c.key] = {
+                "runs": len(mine),
+                "records_per_s": _median(mine, "records_per_s"),
+                "records_per_s_min": min(r["records_per_s"] for r in mine),
+                "records_per_s_max": max(r["records_per_s"] for r in mine),
+                "cpu_s_per_million": _median(mine, "cpu_s_per_million"),
+                "peak_rss_mb": _median(mine, "peak_rss_mb"),
+                "startup_s": _median(mine, "startup_s"),
+                "outputs": int(_median(mine, "outputs")),
+                "vs_bridge_eos": _ratio(ok, c.key, "bridge-eos"),
+            }
+        goals = {
+            f"bridge-eos/{peer}": {
+                "goal": goal,
+                "ratio": _ratio(ok, "bridge-eos", peer),
+                # CPU efficiency: peer CPU per record / eos-bridge CPU per record (>1 = cheaper)
+                "cpu_ratio": _ratio(ok, peer, "bridge-eos", "cpu_s_per_million"),
+            }
+            for peer, goal in GOALS
+        }
+        summary[pipeline] = {"contenders": rows, "goals": goals}
+    for c in CONTENDERS:
+        mine = [x for x in latency if x["contender"] == c.key]
+        if mine and "p1" in summary and c.key in summary["p1"]["contenders"]:
+            summary["p1"]["contenders"][c.key]["latency"] = {
+                k: _median(mine, k)
+                for k in ("visible_p50_ms", "visible_p99_ms", "append_p50_ms", "append_p99_ms")
+            }
+    return summary
+
+
+def _ratio(
+    runs: list[dict[str, Any]], num: str, den: str, field: str = "records_per_s"
+) -> float | None:
+    """Median over repetitions of field(num) / field(den) measured in the same repetition."""
+    by_rep: dict[int, dict[str, float]] = {}
+    for r in runs:
+        by_rep.setdefault(r["rep"], {})[r["contender"]] = r[field]
+    ratios = [rates[num] / rates[den] for rates in by_rep.values() if num in rates and den in rates]
+    return float(statistics.median(ratios)) if ratios else None
+
+
+def _fmt(value: float | None, spec: str = ",.0f", suffix: str = "") -> str:
+    return "-" if value is None else f"{value:{spec}}{suffix}"
+
+
+def markdown(report: dict[str, Any]) -> str:
+    meta, summary = report["meta"], report["summary"]
+    lines = [
+        "# eos-bridge benchmark",
+        "",
+        f"`{meta['command']}` — {meta['records']:,} input records x {meta['partitions']} "
+        f"partitions per pipeline, commit interval {meta['commit_interval']} s for every "
+        f"contender, {meta['reps']} interleaved repetitions (medians), {meta['date']}, "
+        f"{meta['machine']}.",
+        "",
+        "records/s = input records / (time the group had committed the input end offsets - "
+        "time the first output record appeared). CPU s per million records over the same "
+        "interval; peak RSS = VmHWM. Ratios are medians of per-repetition ratios against "
+        "the peer measured in the same repetition.",
+        "",
+    ]
+    for pipeline, data in summary.items():
+        lines += [f"## {PIPELINE_TITLES.get(pipeline, pipeline)}", ""]
+        lines += [
+            "| contender | records/s | x eos-bridge EOS | CPU s / M records | peak RSS MB "
+            "| start-up s | outputs (read_committed) |",
+            "|---|---:|---:|---:|---:|---:|---:|",
+        ]
+        for key, row in data["contenders"].items():
+            lines.append(
+                f"| {BY_KEY[key].label} | {_fmt(row['records_per_s'])} "
+                f"| {_fmt(row['vs_bridge_eos'], '.2f')} | {_fmt(row['cpu_s_per_million'], '.1f')} "
+                f"| {_fmt(row['peak_rss_mb'], '.0f')} | {_fmt(row['startup_s'], '.1f')} "
+                f"| {row['outputs']:,} |"
+            )
+        lines.append("")
+        for g, v in data["goals"].items():
+            met = "met" if (v["ratio"] or 0) >= v["goal"] else "NOT met"
+            lines.append(
+                f"- eos-bridge exactly-once / {BY_KEY[g.split('/')[1]].label}: throughput "
+                f"{_fmt(v['ratio'], '.2f')} (goal ≥ {v['goal']}: {met}); CPU per record, peer / "
+                f"eos-bridge: {_fmt(v['cpu_ratio'], '.2f')} (above 1 = eos-bridge cheaper)"
+            )
+        lines.append("")
+    p1 = summary.get("p1", {}).get("contenders", {})
+    if any("latency" in row for row in p1.values()):
+        lines += [
+            f"## P1 end-to-end latency at {meta['latency_rate']:,} records/s",
+            "",
+            "visible = read_committed reader's receipt - input timestamp; append = output "
+            "LogAppendTime - input timestamp (before the transaction commits).",
+            "",
+            "| contender | visible p50 ms | visible p99 ms | append p50 ms | append p99 ms |",
+            "|---|---:|---:|---:|---:|",
+        ]
+        for key, row in p1.items():
+            if "latency" in row:
+                lat = row["latency"]
+                lines.append(
+                    f"| {BY_KEY[key].label} | {lat['visible_p50_ms']:.0f} "
+                    f"| {lat['visible_p99_ms']:.0f} | {lat['append_p50_ms']:.0f} "
+                    f"| {lat['append_p99_ms']:.0f} |"
+                )
+        lines.append("")
+    if report.get("recovery"):
+        lines += [
+            "## State recovery",
+            "",
+            "```",
+            json.dumps(report["recovery"], indent=2),
+            "```",
+            "",
+        ]
+    lines += ["## Versions", ""]
+    lines += [f"- {name}: {version}" for name, version in meta["versions"].items()]
+    failed = [r for r in report["runs"] if "error" in r]
+    if failed:
+        lines += ["", "## Failed runs", ""]
+        lines += [
+            f"- {r['pipeline']} {r['contender']} rep {r['rep']}: {r['error'].splitlines()[0]}"
+            for r in failed
+        ]
+    return "\n".join(lines) + "\n"
+
+
+def chart(report: dict[str, Any], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    summary = report["summary"]
+    pipelines = list(summary)
+    keys = [c.key for c in CONTENDERS]
+    fig, ax = plt.subplots(figsize=(11, 5.5))
+    width = 0.8 / len(keys)
+    for i, key in enumerate(keys):
+        xs, ys, lo, hi = [], [], [], []
+        for j, pipeline in enumerate(pipelines):
+            row = summary[pipeline]["contenders"].get(key)
+            if row is None:
+                continue
+            xs.append(j + (i - (len(keys) - 1) / 2) * width)
+            ys.append(row["records_per_s"])
+            lo.append(row["records_per_s"] - row["records_per_s_min"])
+            hi.append(row["records_per_s_max"] - row["records_per_s"])
+        ax.bar(xs, ys, width, yerr=[lo, hi], capsize=2, label=BY_KEY[key].label)
+    ax.set_xticks(range(len(pipelines)))
+    ax.set_xticklabels([PIPELINE_TITLES.get(p, p) for p in pipelines], fontsize=9)
+    ax.set_ylabel("input records/s (median, whiskers min-max)")
+    meta = report["meta"]
+    ax.set_title(
+        f"eos-bridge vs Quix Streams vs hand-written loops — {meta['records']:,} records, "
+        f"{meta['reps']} reps, commit interval {meta['commit_interval']} s",
+        fontsize=10,
+    )
+    ax.legend(fontsize=8)
+    ax.grid(axis="y", alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def write(report: dict[str, Any], out: Path) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "latest.json").write_text(json.dumps(report, indent=2) + "\n")
+    (out / "latest.md").write_text(markdown(report))
+    chart(report, out / "latest.png")
