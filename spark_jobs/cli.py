@@ -56,8 +56,11 @@ def fields_from(args: argparse.Namespace) -> RecordFields:
 
 
 def setup_logging() -> None:
-    """One line per event on stderr; Spark's own logging stays at WARN."""
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    """Our progress lines at INFO on stderr; everything else (py4j, Spark) at WARNING."""
+    logging.basicConfig(
+        level=logging.WARNING, format="%(asctime)s %(name)s %(levelname)s %(message)s"
+    )
+    logging.getLogger("spark_jobs").setLevel(logging.INFO)
 
 
 def print_table(spark: SparkSession, table: str, limit: int) -> None:

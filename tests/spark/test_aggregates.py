@@ -63,7 +63,7 @@ def streamed(
         table=str(work / "table"),
         checkpoint=str(work / "checkpoint"),
         window=WindowSpec("1 minute", "5 minutes", RSD),
-        max_offsets_per_trigger=200,  # several micro-batches, so windows are updated in place
+        max_offsets_per_trigger=300,  # several micro-batches, so windows are updated in place
     )
     summary = run_stream(spark, cfg)
     table = Path(cfg.table)
