@@ -125,7 +125,7 @@ class RestoreTask:
         batch = self.sink.changelog_batch()
         put, delete = batch.put, batch.delete
         others: list[ChangelogRecord] = []  # other column families (Quix's TTL system CF)
-        applied = 0
+        skipped = events = 0
         last_raw: bytes | None = None
         last_keep = True
         for msg in messages:
@@ -140,21 +140,22 @@ class RestoreTask:
                 if raw != last_raw:
                     last_raw, last_keep = raw, self._decide(raw, msg)
                 if not last_keep:
-                    self.skipped += 1
+                    skipped += 1
                     continue
             key = msg.key()
             if cf is None or key is None:
                 self._not_a_record(msg, cf, on_error)
+                events += 1  # a consumer error event, not a record
                 continue
             value = msg.value()
-            applied += 1
             if cf != DEFAULT_CF_BYTES:
                 others.append((cf, key, value))
             elif value is None:
                 delete(key)
             else:
                 put(key, value)
-        self.applied += applied
+        self.applied += len(messages) - skipped - events
+        self.skipped += skipped
         last = messages[-1]
         if last.error() is not None:  # rare: find the last real record for the offset
             real = [m for m in messages if m.error() is None]
@@ -203,6 +204,16 @@ def _changelog_headers(
         elif name == PROCESSED_OFFSETS_HEADER:
             raw = value
     return cf, raw
+
+
+def _runs(messages: list[Any], mixed: bool) -> list[tuple[int, int]]:
+    """[start, end) ranges of consecutive messages of one (topic, partition)."""
+    n = len(messages)
+    if not mixed:  # one task: only an error event could differ, and restore() handles those
+        return [(0, n)]
+    keys = [(m.partition(), m.topic()) for m in messages]
+    cuts = [i for i in range(1, n) if keys[i] != keys[i - 1]]
+    return list(zip([0, *cuts], [*cuts, n], strict=True))
 
 
 class Restorer:
@@ -301,32 +312,15 @@ class Restorer:
         """Hand each run of consecutive records of one changelog partition to its task."""
         if not messages:
             return
-        # One store, one input topic: partition numbers alone tell the runs apart (cheaper).
-        # (Records of tasks removed meanwhile are not returned: unassign purges their queue.)
-        by_number = {t.partition: t for t in self._tasks.values()}
-        unique = len(by_number) == len(self._tasks)
-        start, n = 0, len(messages)
-        while start < n:
+        for start, end in _runs(messages, len(self._tasks) > 1):
             first = messages[start]
-            partition = first.partition()
-            topic = first.topic()
-            end = start + 1
-            if unique:
-                while end < n and messages[end].partition() == partition:
-                    end += 1
-            else:
-                while (
-                    end < n and (m := messages[end]).partition() == partition and m.topic() == topic
-                ):
-                    end += 1
-            task = self._tasks.get((topic, partition))
+            task = self._tasks.get((first.topic(), first.partition()))
             if task is not None:
                 task.restore(messages[start:end], self._consumer_error)
             elif first.error() is not None:
                 self._consumer_error(first.error(), first)
             # else: the task was removed while its records were in flight
             self._read += end - start
-            start = end
 
     def _consumer_error(self, err: Any, msg: Any) -> None:
         where = f"changelog {msg.topic()}[{msg.partition()}]"
