@@ -13,6 +13,8 @@ ALWAYS: Mapping[str, str] = {
     "spark.sql.session.timeZone": "UTC",
     # The run summary sums late-row counts over every batch of an available-now run.
     "spark.sql.streaming.numRecentProgressUpdates": "10000",
+    # Progress bars on stderr garble job logs; the jobs log their own progress.
+    "spark.ui.showConsoleProgress": "false",
 }
 
 # Local-mode defaults sized for a laptop or a CI box; override per job with ``conf``.

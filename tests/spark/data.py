@@ -8,7 +8,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from confluent_kafka import Producer
+from tests.support.kafka import KafkaFixture, wait_until
 
 WINDOW_MS = 60_000
 BAD_VALUES: tuple[bytes, ...] = (
@@ -62,7 +62,7 @@ def make_events(n: int, seed: int, t0_ms: int, keys: int = 5, step_ms: int = 1_5
 
 
 def produce_in_transactions(
-    producer: Producer,
+    kafka: KafkaFixture,
     topic: str,
     batches: Sequence[Sequence[Event | bytes]],
     aborted: frozenset[int] = frozenset(),
@@ -71,7 +71,10 @@ def produce_in_transactions(
 
     Aborted batches are flushed first so their records really reach the log (abort alone
     would purge them from the client queue). Record timestamps are the events' ``ts``.
+    Returns once every transaction marker is written (last stable offset = high watermark),
+    so a read_committed reader sees all committed records.
     """
+    producer = kafka.transactional_producer()
     for index, batch in enumerate(batches):
         producer.begin_transaction()
         for item in batch:
@@ -84,6 +87,11 @@ def produce_in_transactions(
             producer.abort_transaction(30)
         else:
             producer.commit_transaction(30)
+    wait_until(
+        lambda: kafka.end_offsets(topic, True) == kafka.end_offsets(topic, False),
+        30,
+        f"the last stable offset of {topic} to reach its high watermark",
+    )
 
 
 def chunks(items: Sequence[Event], size: int) -> list[list[Event | bytes]]:

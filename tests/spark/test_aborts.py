@@ -38,7 +38,7 @@ def test_aborted_transactions_are_excluded_and_read_uncommitted_would_count_them
     topic = kafka.create_topic(kafka.unique("spark-aborts"), partitions=2)
     batches = chunks(make_events(320, seed=2, t0_ms=first_window_ms()), 40)
     aborted = frozenset({1, 4, 5})
-    produce_in_transactions(kafka.transactional_producer(), topic, batches, aborted)
+    produce_in_transactions(kafka, topic, batches, aborted)
     aborted_events = [e for i in sorted(aborted) for e in batches[i] if isinstance(e, Event)]
 
     committed = kafka.read_all(topic, read_committed=True)

@@ -55,7 +55,7 @@ def streamed(
     # Last, 14 minutes behind the newest event: older than the 5-minute watermark. One per key,
     # because Spark counts late rows after partial aggregation (per key and window).
     batches.append([Event(f"late-{i}", f"user-{i}", 1000.0, t0 + i) for i in range(LATE_COUNT)])
-    produce_in_transactions(kafka.transactional_producer(), topic, batches)
+    produce_in_transactions(kafka, topic, batches)
 
     work = tmp_path_factory.mktemp("agg")
     cfg = StreamConfig(

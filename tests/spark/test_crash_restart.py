@@ -35,7 +35,7 @@ def test_crash_after_delta_write_before_checkpoint_counts_nothing_twice(
 ) -> None:
     topic = kafka.create_topic(kafka.unique("spark-crash"), partitions=2)
     produce_in_transactions(
-        kafka.transactional_producer(),
+        kafka,
         topic,
         chunks(make_events(300, seed=3, t0_ms=first_window_ms()), 60),
     )
