@@ -43,6 +43,35 @@ def cmd_check_config(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_reset_state(args: argparse.Namespace) -> int:
+    from app.state import reset_state
+
+    try:
+        settings = _settings(args)
+        reset_state(settings)
+    except ConfigError as exc:
+        print(f"eos-bridge: {exc}", file=sys.stderr)
+        return 2
+    print(
+        f"eos-bridge: local state of group {settings.group_id!r} under {settings.state_dir} wiped"
+    )
+    return 0
+
+
+def cmd_spark(args: argparse.Namespace) -> int:
+    """Hand the remaining arguments to a Spark job (imported lazily: pyspark is an extra)."""
+    try:
+        if args.job == "stream":
+            from spark_jobs.stream import main as job
+        else:
+            from spark_jobs.backfill import main as job
+    except ImportError as exc:
+        print(f"eos-bridge spark: install the spark extra ({exc})", file=sys.stderr)
+        return 2
+    code: int = job(args.job_args)
+    return code
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="eos-bridge", description="Exactly-once Kafka bridge")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -58,6 +87,17 @@ def build_parser() -> argparse.ArgumentParser:
     check.set_defaults(func=cmd_check_config)
 
     verify.add_parser(sub)
+    reset = sub.add_parser(
+        "reset-state", help="wipe local state on purpose (it is rebuilt from the changelogs)"
+    )
+    reset.add_argument("--config", type=Path)
+    reset.set_defaults(func=cmd_reset_state)
+
+    spark = sub.add_parser("spark", help="run a Spark job: stream | backfill (then its options)")
+    spark.add_argument("job", choices=["stream", "backfill"])
+    spark.add_argument("job_args", nargs=argparse.REMAINDER)
+    spark.set_defaults(func=cmd_spark)
+
     dev_kafka.add_parser(sub)
     return parser
 

@@ -131,13 +131,20 @@ def main() -> int:
 
 
 def _spark_summary(bootstrap: str, work: Path) -> int:
+    """Aggregate the committed output with the Spark streaming job (available-now)."""
     try:
-        from spark_jobs import demo as spark_demo  # type: ignore[attr-defined]
+        from spark_jobs.stream import main as spark_stream
     except ImportError:
-        print("demo: Spark extra not installed; skipping the aggregation")
+        print("demo: the spark extra is not installed; skipping the aggregation")
         return 0
-    result: int = spark_demo.run(bootstrap, OUT, work / "spark")
-    return result
+    print("demo: Spark aggregation of the committed output (per user and minute):", flush=True)
+    spark = work / "spark"
+    args = [
+        "--bootstrap", bootstrap, "--topic", OUT, "--key-field", "user", "--window", "1 minute",
+        "--table", str(spark / "aggregates"), "--checkpoint", str(spark / "checkpoint"),
+        "--show", "10",
+    ]  # fmt: skip
+    return spark_stream(args)
 
 
 if __name__ == "__main__":

@@ -10,10 +10,10 @@ import logging
 from typing import Any
 
 import orjson
-from confluent_kafka import KafkaException
+from confluent_kafka import KafkaError, KafkaException
 
 from app.errors import CheckpointAborted, OutputTooLarge, RecordError, StepError
-from app.kafka.errors import describe
+from app.kafka.errors import describe, kafka_error
 from app.pipeline.record import Row
 from app.pipeline.steps import Failure
 
@@ -26,6 +26,7 @@ H_OFFSET = "eos.dlq.source.offset"
 H_CLASS = "eos.dlq.error.class"
 H_MESSAGE = "eos.dlq.error.message"
 H_STEP = "eos.dlq.error.step"
+H_VALUE_DROPPED = "eos.dlq.value.dropped.bytes"
 
 
 def encode_value(value: Any) -> bytes | None:
@@ -100,7 +101,12 @@ class Output:
                 self._producer.poll(0.05)  # queue full: serve deliveries, then retry
                 self._produce(produce, topic, payload, key, headers)
             except KafkaException as exc:
-                raise CheckpointAborted(f"produce to {topic!r} failed: {describe(exc)}") from exc
+                if not _too_large_for_client(exc):
+                    raise CheckpointAborted(
+                        f"produce to {topic!r} failed: {describe(exc)}"
+                    ) from exc
+                size = len(payload or b"") + len(key or b"")
+                failures.append(Failure(row, "output", _too_large(row, size, max_bytes)))
         self._producer.poll(0)
         return failures
 
@@ -116,9 +122,16 @@ class Output:
             (H_MESSAGE, str(error)[:2000].encode()),
             (H_STEP, failure.step.encode()),
         ]
-        self._produce(
-            self._producer.produce, self._dlq_topic, row.raw, encode_key(row.key), headers
-        )
+        key = encode_key(row.key)
+        try:
+            self._produce(self._producer.produce, self._dlq_topic, row.raw, key, headers)
+        except CheckpointAborted as exc:
+            if not _too_large_for_client(exc.__cause__):
+                raise
+            # The input bytes plus our headers exceed message.max.bytes: keep the headers
+            # (they name the source offset, where the bytes still are) and drop the value.
+            headers.append((H_VALUE_DROPPED, str(len(row.raw or b"")).encode()))
+            self._produce(self._producer.produce, self._dlq_topic, None, key, headers)
 
     def flush(self, timeout: float) -> None:
         """Wait for every delivery; raise :class:`CheckpointAborted` on any failure."""
@@ -145,6 +158,12 @@ class Output:
                 self._producer.poll(0.05)  # queue full: serve deliveries, then retry
             except KafkaException as exc:
                 raise CheckpointAborted(f"produce to {topic!r} failed: {describe(exc)}") from exc
+
+
+def _too_large_for_client(exc: BaseException | None) -> bool:
+    """librdkafka refused a record synchronously for its size (a record error, not abortable)."""
+    err = kafka_error(exc) if exc is not None else None
+    return err is not None and err.code() == KafkaError.MSG_SIZE_TOO_LARGE
 
 
 def _too_large(row: Row, size: int, limit: int) -> RecordError:

@@ -76,9 +76,10 @@ class Rebalancer:
             (tp.topic, tp.partition): tp.offset for tp in self._consumer.committed(tps, timeout=30)
         }
         done = self._state.recover(committed, budget_s)
+        self._metrics.recovery_remaining.clear()  # finished restores drop out of progress()
         for task in self._state.progress():
             labels = (task.changelog, str(task.partition))
-            self._metrics.recovery_remaining.labels(*labels).set(0 if done else task.remaining)
+            self._metrics.recovery_remaining.labels(*labels).set(task.remaining)
         if done:
             self._consumer.resume(tps)
             self._health.set_ready(True, f"running, {len(self._consumer.assignment())} partitions")

@@ -84,7 +84,8 @@ def build(settings: BridgeSettings, metrics: Metrics, health: Health) -> Bridge:
     common = settings.client_common()
     consumer = Consumer(
         consumer_config(
-            settings.bootstrap_servers, settings.group_id, settings.exactly_once, common,
+            settings.bootstrap_servers, settings.group_id,
+            settings.instance_id if settings.static_membership else None, common,
             dict(settings.consumer),
         )
     )  # fmt: skip
