@@ -5,13 +5,13 @@ from __future__ import annotations
 import threading
 import time
 from collections import Counter
-from pathlib import Path
 
 import orjson
 import pytest
 
 from tests.support.bridge import (
-    BridgeProcess,
+    base_settings,
+    bridge_topics,
     committed_fraction,
     json_records,
     wait_caught_up,
@@ -21,38 +21,12 @@ from tests.support.kafka import KafkaFixture, wait_until
 pytestmark = pytest.mark.integration
 
 
-@pytest.fixture
-def bridges(tmp_path: Path):  # type: ignore[no-untyped-def]
-    started: list[BridgeProcess] = []
-
-    def make(**settings: object) -> BridgeProcess:
-        b = BridgeProcess(tmp_path, name=f"bridge-{len(started)}", **settings)
-        started.append(b)
-        return b
-
-    yield make
-    for b in started:
-        b.stop()
-
-
 def _topics(kafka: KafkaFixture, partitions: int = 4) -> tuple[str, str, str]:
-    src = kafka.create_topic(kafka.unique("in"), partitions)
-    out = kafka.create_topic(kafka.unique("out"), partitions)
-    dlq = kafka.create_topic(kafka.unique("dlq"), 1)
-    return src, out, dlq
+    return bridge_topics(kafka, partitions)
 
 
 def _settings(kafka: KafkaFixture, src: str, out: str, dlq: str, **extra: object) -> dict:
-    return {
-        "bootstrap_servers": kafka.bootstrap,
-        "input_topics": [src],
-        "output_topic": out,
-        "dlq_topic": dlq,
-        "group_id": kafka.unique("g"),
-        "instance_id": "i0",
-        "commit_interval": 0.5,
-        **extra,
-    }
+    return base_settings(kafka, src, out, dlq, **extra)
 
 
 def assert_exactly_once(kafka: KafkaFixture, src: str, out: str) -> None:

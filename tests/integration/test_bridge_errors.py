@@ -11,7 +11,8 @@ import orjson
 import pytest
 
 from app.output import H_CLASS, H_OFFSET, H_PARTITION, H_STEP, H_TOPIC
-from tests.support.bridge import REPO, BridgeProcess, wait_caught_up
+from tests.integration.conftest import MakeBridge
+from tests.support.bridge import REPO, BridgeProcess, base_settings, bridge_topics, wait_caught_up
 from tests.support.kafka import KafkaFixture
 
 pytestmark = pytest.mark.integration
@@ -24,11 +25,9 @@ steps:
 
 
 def test_bad_records_go_to_the_dlq_inside_the_transaction(
-    kafka: KafkaFixture, tmp_path: Path
+    kafka: KafkaFixture, bridges: MakeBridge, tmp_path: Path
 ) -> None:
-    src = kafka.create_topic(kafka.unique("in"), 2)
-    out = kafka.create_topic(kafka.unique("out"), 2)
-    dlq = kafka.create_topic(kafka.unique("dlq"), 1)
+    src, out, dlq = bridge_topics(kafka, 2)
     values: list[bytes] = []
     expected_dlq: dict[int, str] = {}  # index -> error class
     for i in range(3000):
@@ -46,24 +45,12 @@ def test_bad_records_go_to_the_dlq_inside_the_transaction(
     kafka.seed(src, values, partition=0)
     spec = tmp_path / "spec.yaml"
     spec.write_text(SPEC)
-    group = kafka.unique("g")
-    bridge = BridgeProcess(
-        tmp_path,
-        bootstrap_servers=kafka.bootstrap,
-        input_topics=[src],
-        output_topic=out,
-        dlq_topic=dlq,
-        group_id=group,
-        instance_id="i0",
-        pipeline_spec=str(spec),
-        max_output_bytes=2000,
-        record_retries=1,
-    ).start()
-    try:
-        wait_caught_up(kafka, group, src, 120, [bridge])
-        assert bridge.terminate() == 0
-    finally:
-        bridge.stop()
+    settings = base_settings(
+        kafka, src, out, dlq, pipeline_spec=str(spec), max_output_bytes=2000, record_retries=1
+    )
+    bridge = bridges(**settings).start()
+    wait_caught_up(kafka, settings["group_id"], src, 120, [bridge])
+    assert bridge.terminate() == 0
 
     outputs = kafka.read_all(out)
     dead = kafka.read_all(dlq)

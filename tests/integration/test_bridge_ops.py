@@ -14,7 +14,15 @@ import orjson
 import pytest
 
 from app.devkafka.cluster import free_port
-from tests.support.bridge import REPO, BridgeProcess, json_records, wait_caught_up
+from tests.integration.conftest import MakeBridge
+from tests.support.bridge import (
+    REPO,
+    BridgeProcess,
+    base_settings,
+    bridge_topics,
+    json_records,
+    wait_caught_up,
+)
 from tests.support.kafka import KafkaFixture, wait_until
 
 pytestmark = pytest.mark.integration
@@ -38,43 +46,29 @@ def _metric(text: str, name: str) -> float:
     return total
 
 
-def test_metrics_health_and_json_logs(kafka: KafkaFixture, tmp_path: Path) -> None:
-    src = kafka.create_topic(kafka.unique("in"), 2)
-    out = kafka.create_topic(kafka.unique("out"), 2)
-    dlq = kafka.create_topic(kafka.unique("dlq"))
+def test_metrics_health_and_json_logs(kafka: KafkaFixture, bridges: MakeBridge) -> None:
+    src, out, dlq = bridge_topics(kafka, 2)
     values, keys = json_records(5000)
     kafka.seed(src, [*values, b"not json"], [*keys, b"k"])
     port = free_port()
-    group = kafka.unique("g")
-    bridge = BridgeProcess(
-        tmp_path,
-        bootstrap_servers=kafka.bootstrap,
-        input_topics=[src],
-        output_topic=out,
-        dlq_topic=dlq,
-        group_id=group,
-        instance_id="ops-0",
-        http_port=port,
-        log_format="json",
-    ).start()
-    try:
-        wait_until(lambda: _get(port, "/livez")[0] == 200, 30, "/livez")
-        wait_caught_up(kafka, group, src, 60, [bridge])
-        wait_until(lambda: _get(port, "/readyz")[0] == 200, 30, "/readyz")
-        status, text = _get(port, "/metrics")
-        assert status == 200
-        assert _metric(text, "eos_bridge_records_in_total") == 5001
-        assert _metric(text, "eos_bridge_records_out_total") == 5000
-        assert _metric(text, "eos_bridge_records_dead_lettered_total") == 1
-        assert _metric(text, "eos_bridge_checkpoints_total") >= 1
-        assert _metric(text, "eos_bridge_commit_seconds_count") >= 1
-        assert "eos_bridge_consumer_lag{" in text
-        assert _metric(text, "eos_bridge_consumer_lag") == 0
-        assert _metric(text, "eos_bridge_rebalances_total") >= 1
-        assert _get(port, "/nope")[0] == 404
-        assert bridge.terminate() == 0
-    finally:
-        bridge.stop()
+    settings = base_settings(kafka, src, out, dlq, http_port=port, log_format="json")
+    group = settings["group_id"]
+    bridge = bridges(**settings).start()
+    wait_until(lambda: _get(port, "/livez")[0] == 200, 30, "/livez")
+    wait_caught_up(kafka, group, src, 60, [bridge])
+    wait_until(lambda: _get(port, "/readyz")[0] == 200, 30, "/readyz")
+    status, text = _get(port, "/metrics")
+    assert status == 200
+    assert _metric(text, "eos_bridge_records_in_total") == 5001
+    assert _metric(text, "eos_bridge_records_out_total") == 5000
+    assert _metric(text, "eos_bridge_records_dead_lettered_total") == 1
+    assert _metric(text, "eos_bridge_checkpoints_total") >= 1
+    assert _metric(text, "eos_bridge_commit_seconds_count") >= 1
+    assert "eos_bridge_consumer_lag{" in text
+    assert _metric(text, "eos_bridge_consumer_lag") == 0
+    assert _metric(text, "eos_bridge_rebalances_total") >= 1
+    assert _get(port, "/nope")[0] == 404
+    assert bridge.terminate() == 0
     lines = [ln for ln in bridge.logs().splitlines() if ln.startswith("{")]
     assert lines, "no JSON log lines"
     parsed = [json.loads(ln) for ln in lines]
@@ -105,26 +99,13 @@ def test_check_config_masks_secrets() -> None:
     assert shown["transactional_id"].startswith("eos-bridge-")
 
 
-def test_at_least_once_mode_delivers_everything(kafka: KafkaFixture, tmp_path: Path) -> None:
-    src = kafka.create_topic(kafka.unique("in"), 2)
-    out = kafka.create_topic(kafka.unique("out"), 2)
-    dlq = kafka.create_topic(kafka.unique("dlq"))
+def test_at_least_once_mode_delivers_everything(kafka: KafkaFixture, bridges: MakeBridge) -> None:
+    src, out, dlq = bridge_topics(kafka, 2)
     values, keys = json_records(10_000)
     kafka.seed(src, values, keys)
-    group = kafka.unique("g")
-    bridge = BridgeProcess(
-        tmp_path,
-        bootstrap_servers=kafka.bootstrap,
-        input_topics=[src],
-        output_topic=out,
-        dlq_topic=dlq,
-        group_id=group,
-        processing_guarantee="at-least-once",
-    ).start()
-    try:
-        wait_caught_up(kafka, group, src, 60, [bridge])
-        assert bridge.terminate() == 0
-    finally:
-        bridge.stop()
+    settings = base_settings(kafka, src, out, dlq, processing_guarantee="at-least-once")
+    bridge = bridges(**settings).start()
+    wait_caught_up(kafka, settings["group_id"], src, 60, [bridge])
+    assert bridge.terminate() == 0
     ids = {orjson.loads(r.value)["id"] for r in kafka.read_all(out)}
     assert ids == {f"r{i}" for i in range(10_000)}

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import shutil
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -13,49 +12,36 @@ import orjson
 import pytest
 
 from changelog.naming import changelog_topic_name
-from tests.support.bridge import BridgeProcess, committed_fraction, json_records, wait_caught_up
+from tests.integration.conftest import MakeBridge as Make
+from tests.support.bridge import (
+    BridgeProcess,
+    base_settings,
+    bridge_topics,
+    committed_fraction,
+    json_records,
+    wait_caught_up,
+)
 from tests.support.kafka import KafkaFixture, wait_until
 
 pytestmark = pytest.mark.integration
-
-Make = Callable[..., BridgeProcess]
-
-
-@pytest.fixture
-def bridges(tmp_path: Path) -> Iterator[Make]:
-    started: list[BridgeProcess] = []
-
-    def make(**settings: object) -> BridgeProcess:
-        b = BridgeProcess(tmp_path, name=f"bridge-{len(started)}", **settings)
-        started.append(b)
-        return b
-
-    yield make
-    for b in started:
-        b.stop()
 
 
 def _setup(
     kafka: KafkaFixture, tmp_path: Path, n: int, pipeline: str, **extra: object
 ) -> dict[str, Any]:
-    src = kafka.create_topic(kafka.unique("in"), 4)
-    out = kafka.create_topic(kafka.unique("out"), 4)
-    dlq = kafka.create_topic(kafka.unique("dlq"), 1)
+    src, out, dlq = bridge_topics(kafka)
     values, keys = json_records(n)
     kafka.seed(src, values, keys)
-    return {
-        "bootstrap_servers": kafka.bootstrap,
-        "input_topics": [src],
-        "output_topic": out,
-        "dlq_topic": dlq,
-        "group_id": kafka.unique("g"),
-        "instance_id": "i0",
-        "commit_interval": 0.5,
-        "batch_size": 500,
-        "state_dir": str(tmp_path / "state-i0"),
-        "pipeline": f"tests.state_pipelines:{pipeline}",
+    return base_settings(
+        kafka,
+        src,
+        out,
+        dlq,
+        batch_size=500,
+        state_dir=str(tmp_path / "state-i0"),
+        pipeline=f"tests.state_pipelines:{pipeline}",
         **extra,
-    }
+    )
 
 
 def assert_counts_exact(kafka: KafkaFixture, src: str, out: str) -> None:

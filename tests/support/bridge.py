@@ -124,3 +124,27 @@ def json_records(n: int, start: int = 0, keys: int = 100) -> tuple[list[bytes], 
 
 def deadline(seconds: float) -> float:
     return time.monotonic() + seconds
+
+
+def bridge_topics(kafka: KafkaFixture, partitions: int = 4) -> tuple[str, str, str]:
+    """Fresh input, output (same partition count) and single-partition dead-letter topics."""
+    src = kafka.create_topic(kafka.unique("in"), partitions)
+    out = kafka.create_topic(kafka.unique("out"), partitions)
+    dlq = kafka.create_topic(kafka.unique("dlq"), 1)
+    return src, out, dlq
+
+
+def base_settings(
+    kafka: KafkaFixture, src: str, out: str, dlq: str, **extra: object
+) -> dict[str, Any]:
+    """The settings every end-to-end test starts from (unique group, instance ``i0``)."""
+    return {
+        "bootstrap_servers": kafka.bootstrap,
+        "input_topics": [src],
+        "output_topic": out,
+        "dlq_topic": dlq,
+        "group_id": kafka.unique("g"),
+        "instance_id": "i0",
+        "commit_interval": 0.5,
+        **extra,
+    }
