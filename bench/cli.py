@@ -8,7 +8,6 @@ contenders in a rotated order, so slow phases of a shared machine hit all of the
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import os
 import platform
 import re
@@ -59,13 +58,18 @@ def versions(bootstrap_jars: str) -> dict[str, str]:
         except metadata.PackageNotFoundError:
             return "not installed"
 
-    sha = subprocess.run(
-        ["git", "describe", "--always", "--dirty"], cwd=REPO, capture_output=True, text=True
-    ).stdout.strip()
+    def git(*argv: str) -> str:
+        out = subprocess.run(["git", *argv], cwd=REPO, capture_output=True, text=True)
+        return out.stdout.strip()
+
+    sha = git("rev-parse", "--short", "HEAD") or "unknown"
+    changed = git("status", "--porcelain", "--", "app", "changelog", "bench")
+    if changed:
+        sha += f" + uncommitted changes in {len(changed.splitlines())} file(s)"
     return {
-        "eos-bridge": f"{dist('eos-bridge')} (git {sha or 'unknown'})",
+        "eos-bridge": f"{dist('eos-bridge')} (git {sha})",
         "quixstreams": dist("quixstreams"),
-        "confluent-kafka": f"{confluent_kafka.version()[0]} (librdkafka "
+        "confluent-kafka": f"{dist('confluent-kafka')} (librdkafka "
         f"{confluent_kafka.libversion()[0]})",
         "orjson": dist("orjson"),
         "rocksdict": dist("rocksdict"),
@@ -80,6 +84,15 @@ def _broker_version() -> str:
     return f"Apache Kafka {pom[start : pom.find('</kafka.version>')]} (KRaft, 1 broker)"
 
 
+def snapshot(target: Path) -> Path:
+    """Copy the code under test (working tree) aside: every contender of the run executes the
+    same code even while the working tree changes."""
+    ignore = shutil.ignore_patterns("__pycache__", "results", "*.pyc")
+    for package in ("app", "changelog", "bench"):
+        shutil.copytree(REPO / package, target / package, ignore=ignore)
+    return target
+
+
 def rotated(contenders: list[Contender], rep: int) -> list[Contender]:
     k = rep % len(contenders)
     return contenders[k:] + contenders[:k]
@@ -88,6 +101,8 @@ def rotated(contenders: list[Contender], rep: int) -> list[Contender]:
 def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     pipelines = [p.strip() for p in args.pipelines.split(",") if p.strip()]
     contenders = [BY_KEY[k.strip()] for k in args.contenders.split(",") if k.strip()]
+    source = snapshot(workdir / "src")
+    code_versions = versions(_broker_version())  # of the snapshot, taken now
     kafka = LocalKafka(workdir / "kafka", brokers=1)
     runs: list[dict[str, Any]] = []
     latency: list[dict[str, Any]] = []
@@ -104,13 +119,13 @@ def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
         for rep in range(args.reps):
             for pipeline in pipelines:
                 for c in rotated(contenders, rep):
-                    entry = _throughput(c, args, bootstrap, pipeline, rep, workdir, timeout)
+                    entry = _throughput(c, args, bootstrap, pipeline, rep, workdir, timeout, source)
                     runs.append(entry)
             if args.latency_rate and "p1" in pipelines:
                 for c in rotated(contenders, rep):
-                    latency += _latency(c, args, bootstrap, rep, workdir)
+                    latency += _latency(c, args, bootstrap, rep, workdir, source)
         if not args.no_recovery:
-            recovery = _recovery(bootstrap, args)
+            recovery = _recovery(bootstrap, args, source)
     finally:
         kafka.stop()
     meta = {
@@ -123,7 +138,7 @@ def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
         "latency_seconds": args.latency_seconds,
         "date": time.strftime("%Y-%m-%d %H:%M %Z"),
         "machine": f"{platform.machine()}, {_cpus()} CPUs (shared), Linux {platform.release()}",
-        "versions": versions(_broker_version()),
+        "versions": code_versions,
     }
     result = {"meta": meta, "runs": runs, "latency": latency, "recovery": recovery}
     result["summary"] = report.summarise(runs, latency)
@@ -132,13 +147,13 @@ def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
 
 def _throughput(
     c: Contender, args: argparse.Namespace, bootstrap: str, pipeline: str, rep: int,
-    workdir: Path, timeout: float,
+    workdir: Path, timeout: float, source: Path,
 ) -> dict[str, Any]:  # fmt: skip
     try:
         result = throughput_run(
             c, bootstrap=bootstrap, pipeline=pipeline, input_topic=INPUTS[pipeline],
             partitions=args.partitions, commit_interval=args.commit_interval, rep=rep,
-            workdir=workdir, timeout=timeout,
+            workdir=workdir, timeout=timeout, source=source,
         ).as_dict()  # fmt: skip
         log(
             f"rep {rep} {pipeline} {c.key:<10} {result['records_per_s']:>9,.0f} rec/s  "
@@ -152,13 +167,13 @@ def _throughput(
 
 
 def _latency(
-    c: Contender, args: argparse.Namespace, bootstrap: str, rep: int, workdir: Path
+    c: Contender, args: argparse.Namespace, bootstrap: str, rep: int, workdir: Path, source: Path
 ) -> list[dict[str, Any]]:
     try:
         result = latency_run(
             c, bootstrap=bootstrap, partitions=args.partitions,
             commit_interval=args.commit_interval, rep=rep, workdir=workdir,
-            rate=args.latency_rate, duration=args.latency_seconds,
+            rate=args.latency_rate, duration=args.latency_seconds, source=source,
         )  # fmt: skip
         log(
             f"rep {rep} latency {c.key:<10} visible p50 {result['visible_p50_ms']:.0f} ms "
@@ -170,19 +185,19 @@ def _latency(
         return []
 
 
-def _recovery(bootstrap: str, args: argparse.Namespace) -> dict[str, Any] | None:
+def _recovery(bootstrap: str, args: argparse.Namespace, source: Path) -> dict[str, Any] | None:
     """State recovery records/s: runs the state benchmark (``bench.bench_recovery``, its own
     processes) against this broker and keeps what it reports."""
-    if importlib.util.find_spec("bench.bench_recovery") is None:
+    if not (source / "bench" / "bench_recovery.py").exists():
         log("bench.bench_recovery not found: no recovery figure")
         return None
     argv = [sys.executable, "-m", "bench.bench_recovery", "--records", str(args.records)]
     argv += ["--cache-mb", "64"]
-    env = {**os.environ, "KAFKA_BOOTSTRAP": bootstrap, "PYTHONPATH": str(REPO)}
+    env = {**os.environ, "KAFKA_BOOTSTRAP": bootstrap, "PYTHONPATH": str(source)}
     log("state recovery: " + shlex.join(argv[1:]))
     try:
         proc = subprocess.run(
-            argv, env=env, cwd=REPO, capture_output=True, text=True, timeout=1800, check=False
+            argv, env=env, cwd=source, capture_output=True, text=True, timeout=1800, check=False
         )
     except subprocess.TimeoutExpired:
         log("state recovery benchmark timed out")

@@ -24,7 +24,7 @@ from typing import Any
 import orjson
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from bench.contenders import Contender, Job
+from bench.contenders import REPO, Contender, Job
 from bench.data import make_value
 from bench.kafka import create_topics, delete_topics_of
 from bench.process import ContenderProcess
@@ -108,12 +108,13 @@ def latency_run(
     duration: float,
     warmup: float = 2.0,
     keys: int = 100_000,
+    source: Path | None = None,
 ) -> dict[str, Any]:
     """Measure ``contender`` on P1 under ``rate`` records/s for ``duration`` seconds."""
     uid = f"lat-{contender.key}-{rep}-{uuid.uuid4().hex[:6]}"
     job = Job(
         bootstrap, "p1", f"bench-in-{uid}", f"bench-out-{uid}", f"bench-{uid}",
-        commit_interval, workdir / f"state-{uid}",
+        commit_interval, workdir / f"state-{uid}", source or REPO,
     )  # fmt: skip
     create_topics(bootstrap, [job.input_topic], partitions)
     create_topics(

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import psutil
 
-from bench.contenders import REPO, Contender, Job
+from bench.contenders import Contender, Job
 
 
 class ContenderProcess:
@@ -24,7 +24,7 @@ class ContenderProcess:
         with open(log_path, "wb") as log:
             self.started = time.monotonic()
             self.proc = subprocess.Popen(
-                argv, env=env, stdout=log, stderr=subprocess.STDOUT, cwd=REPO
+                argv, env=env, stdout=log, stderr=subprocess.STDOUT, cwd=job.source
             )
         self._ps = psutil.Process(self.proc.pid)
 

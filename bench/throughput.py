@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from bench.contenders import Contender, Job
+from bench.contenders import REPO, Contender, Job
 from bench.kafka import Probe, count_committed, create_topics, delete_topics_of
 from bench.process import ContenderProcess
 
@@ -58,6 +58,7 @@ def throughput_run(
     timeout: float,
     python_args: tuple[str, ...] = (),
     on_start: Callable[[int], None] | None = None,
+    source: Path | None = None,
 ) -> RunResult:
     """Run ``contender`` on ``input_topic`` from the beginning; measure; stop; clean up.
 
@@ -67,7 +68,7 @@ def throughput_run(
     uid = f"{pipeline}-{contender.key}-{rep}-{uuid.uuid4().hex[:6]}"
     job = Job(
         bootstrap, pipeline, input_topic, f"bench-out-{uid}", f"bench-{uid}",
-        commit_interval, workdir / f"state-{uid}",
+        commit_interval, workdir / f"state-{uid}", source or REPO,
     )  # fmt: skip
     create_topics(bootstrap, [job.output_topic], partitions)
     probe = Probe(bootstrap, job.group, input_topic, job.output_topic)

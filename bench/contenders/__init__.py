@@ -25,6 +25,7 @@ class Job:
     group: str
     commit_interval: float
     state_dir: Path
+    source: Path = REPO  # the code the contender runs (a snapshot, see bench.cli)
     batch_size: int = 2000
 
 
@@ -40,7 +41,7 @@ class Contender:
     def command(self, job: Job) -> tuple[list[str], dict[str, str]]:
         """argv and environment of the contender process."""
         env = {k: v for k, v in os.environ.items() if not k.startswith("BRIDGE_")}
-        env["PYTHONPATH"] = str(REPO)
+        env["PYTHONPATH"] = str(job.source)
         if self.kind == "bridge":
             env.update(bridge_env(job, self.guarantee))
             return [sys.executable, "-m", "app.cli", "run"], env
