@@ -220,7 +220,7 @@ def _recovery(bootstrap: str, args: argparse.Namespace, source: Path) -> dict[st
     }
 
 
-_RESTORE = re.compile(r"restore \((.+?)\):.* = ([\d,]+) records/s")
+_RESTORE = re.compile(r"restore \((.+?)\):.*? = ([\d,]+) records/s")  # the wall-clock rate
 
 
 def _cpus() -> int:

@@ -38,9 +38,12 @@ class Probe:
         return sum(self._ends.values())
 
     def output_started(self) -> bool:
-        for tp in self._outputs:
-            if self._consumer.get_watermark_offsets(tp, timeout=5, cached=False)[1] > 0:
-                return True
+        try:
+            for tp in self._outputs:
+                if self._consumer.get_watermark_offsets(tp, timeout=5, cached=False)[1] > 0:
+                    return True
+        except KafkaException:  # a new topic's leader not known yet: ask again next poll
+            pass
         return False
 
     def committed(self) -> int:
