@@ -67,6 +67,7 @@ class Bridge:
         self._decode = orjson.loads if decode_json else None
         self._reset_offset = OFFSET_END if start_from_end else OFFSET_BEGINNING
         self._rebalancer = Rebalancer(consumer, checkpoint, state, metrics, health, self._abort)
+        self._progress = ProgressLog(consumer, metrics)
         self.stopping = False
 
     # ---- the loop --------------------------------------------------------------------------
@@ -88,6 +89,7 @@ class Bridge:
                     self._checkpoint.commit()
             except CheckpointAborted as exc:
                 self._abort(str(exc))
+            self._progress.maybe_log()
         self.shutdown()
 
     def shutdown(self) -> None:
@@ -219,6 +221,31 @@ class Bridge:
                 if time.monotonic() > deadline:
                     raise KafkaFatalError(f"cannot rewind to {targets}: {describe(exc)}") from exc
                 self._consumer.consume(1, 0.05)
+
+
+class ProgressLog:
+    """One INFO line every ``every`` seconds: what an operator reads first in a stuck pod."""
+
+    def __init__(self, consumer: Any, metrics: Metrics, every: float = 30.0) -> None:
+        self._consumer = consumer
+        self._metrics = metrics
+        self._every = every
+        self._next = time.monotonic() + every
+
+    def maybe_log(self) -> None:
+        if time.monotonic() < self._next:
+            return
+        self._next = time.monotonic() + self._every
+        sample = self._metrics.registry.get_sample_value
+        counts = [
+            int(sample(f"eos_bridge_{name}_total") or 0)
+            for name in ("records_in", "records_out", "records_dead_lettered", "checkpoints")
+        ]
+        log.info(
+            "progress: %d in, %d out, %d dead-lettered, %d checkpoints, %d partitions assigned",
+            *counts,
+            len(self._consumer.assignment()),
+        )
 
 
 def _reason_label(reason: str) -> str:
