@@ -2,8 +2,9 @@
 loop (the ceiling): consume batches, transform, produce, flush + commit every interval.
 
 librdkafka settings are its defaults plus what any such loop sets (manual commits,
-read_committed input, idempotent producer). State (P2 counts, P3 windows) lives in plain
-dicts: nothing is durable, which is exactly why this is a limit and not an alternative.
+read_committed input, idempotent producer) and the same consumer fetch tuning as eos-bridge.
+State (P2 counts, P3 windows) lives in plain dicts: nothing is durable, which is exactly why
+this is a limit and not an alternative.
 """
 
 from __future__ import annotations
@@ -17,7 +18,14 @@ from typing import Any
 import orjson
 from confluent_kafka import Consumer, Producer
 
+from app.kafka.defaults import CONSUMER_DEFAULTS
 from bench.transforms import WINDOW_SECONDS, enrich, keep
+
+FETCH = {
+    k: v
+    for k, v in CONSUMER_DEFAULTS.items()
+    if k in ("fetch.wait.max.ms", "queued.min.messages", "fetch.queue.backoff.ms")
+}
 
 Emit = Callable[[bytes, bytes | None], None]
 Handler = Callable[[list[Any], Emit], None]
@@ -85,6 +93,9 @@ def run(args: argparse.Namespace) -> None:
             "auto.offset.reset": "earliest",
             "enable.auto.commit": False,
             "isolation.level": "read_committed",
+            # The consumer fetch settings of eos-bridge (app/kafka/defaults.py): without them
+            # librdkafka's 1 s fetch.queue.backoff.ms, not Python, sets the pace.
+            **FETCH,
         }
     )
     producer = Producer(
