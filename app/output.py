@@ -110,6 +110,29 @@ class Output:
         self._producer.poll(0)
         return failures
 
+    @property
+    def fast_path_max_bytes(self) -> int:
+        """Largest record :func:`app.pipeline.steps.fuse` may encode: half the output limit, so
+        records near either size limit take the general path, which dead-letters them."""
+        return self._max_bytes // 2
+
+    def send_encoded(self, records: list[tuple[bytes, Any, Any]]) -> None:
+        """Produce records already encoded by :func:`app.pipeline.steps.fuse` (value, key,
+        headers; sizes checked there) to the default topic."""
+        produce, topic = self._producer.produce, self._default_topic
+        for payload, key, headers in records:
+            try:
+                if headers is None:
+                    produce(topic, payload, key)
+                else:
+                    produce(topic, payload, key, headers=headers)
+            except BufferError:
+                self._producer.poll(0.05)  # queue full: serve deliveries, then retry
+                self._produce(produce, topic, payload, key, headers)
+            except KafkaException as exc:
+                raise CheckpointAborted(f"produce to {topic!r} failed: {describe(exc)}") from exc
+        self._producer.poll(0)
+
     def dead_letter(self, failure: Failure) -> None:
         """Write the failed record's original bytes to the DLQ with error headers."""
         row, error = failure.row, failure.error

@@ -11,6 +11,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+import orjson
+
 from app.pipeline.record import Row
 
 
@@ -146,3 +148,69 @@ class Apply:
                 r.value = result
                 append(r)
         return out
+
+
+# ---- the fused fast path -----------------------------------------------------------------------
+
+Encoded = tuple[bytes, Any, Any]  # output value bytes, key, headers
+FusedBatch = Callable[[list[Any]], list[Encoded] | None]
+
+
+def fuse(steps: list[Step], decode_json: bool, max_bytes: int) -> FusedBatch | None:
+    """One pass over a batch of consumer messages for a pipeline of filters and dict maps.
+
+    The pass decodes, filters, maps and encodes each message without building :class:`Row`
+    objects (about 1 µs per record less; bench/, issue 7). It returns the encoded outputs, or
+    None when anything needs the general path: a message error, undecodable JSON, a raising
+    step, a map result that is not a dict or None (fan-out lists, strings...), an output whose
+    value + key + headers exceed ``max_bytes`` (pass a bound safely below both
+    ``max_output_bytes`` and the producer's ``message.max.bytes``, so the size errors stay on
+    the general path, which dead-letters them). The caller then runs the batch through the
+    steps as usual, which isolates and dead-letters the failing record; nothing has been
+    produced by then.
+
+    Returns None (no fast path) when a step is stateful, keys, routes, or input is not JSON.
+    """
+    if not decode_json:
+        return None
+    stages: list[tuple[bool, Callable[[Any], Any]]] = []
+    for step in steps:
+        if isinstance(step, Filter):
+            stages.append((True, step.predicate))
+        elif isinstance(step, Apply) and step.target == "value":
+            stages.append((False, step.fn))
+        else:
+            return None
+    loads, dumps = orjson.loads, orjson.dumps
+
+    def run(messages: list[Any]) -> list[Encoded] | None:
+        out: list[Encoded] = []
+        append = out.append
+        try:
+            for m in messages:
+                if m.error() is not None:
+                    return None
+                value = loads(m.value())
+                for is_filter, fn in stages:
+                    if is_filter:
+                        if not fn(value):
+                            break
+                    else:
+                        value = fn(value)
+                        if value is None:
+                            break
+                        if type(value) is not dict:
+                            return None
+                else:
+                    payload, key, headers = dumps(value), m.key(), m.headers()
+                    size = len(payload) + (len(key) if key else 0)
+                    if headers:
+                        size += sum(len(k) + len(v or b"") for k, v in headers)
+                    if size > max_bytes:
+                        return None
+                    append((payload, key, headers))
+        except Exception:  # user code may raise anything: the general path isolates it
+            return None
+        return out
+
+    return run
