@@ -64,7 +64,9 @@ def versions(bootstrap_jars: str) -> dict[str, str]:
         return out.stdout.strip()
 
     sha = git("rev-parse", "--short", "HEAD") or "unknown"
-    changed = git("status", "--porcelain", "--", "app", "changelog", "bench")
+    changed = git(
+        "status", "--porcelain", "--untracked-files=no", "--", "app", "changelog", "bench"
+    )
     if changed:
         sha += f" + uncommitted changes in {len(changed.splitlines())} file(s)"
     return {
@@ -130,7 +132,7 @@ def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     finally:
         kafka.stop()
     meta = {
-        "command": "python -m bench " + shlex.join(sys.argv[1:]),
+        "command": ("python -m bench " + shlex.join(sys.argv[1:])).rstrip(),
         "records": args.records,
         "partitions": args.partitions,
         "reps": args.reps,

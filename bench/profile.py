@@ -5,7 +5,7 @@ stops it with SIGTERM and writes ``bench/results/profile-<pipeline>-<guarantee>-
 
 * ``pyinstrument`` (wall clock, call tree): ``.txt`` and ``.html``;
 * ``py-spy`` (attached sampler, on-CPU samples only, native frames off): ``.txt`` with the
-  functions that use the most CPU themselves and including callees, plus ``.svg``.
+  functions and source lines that use the most CPU.
 
 Profiled rates are slower than real ones: compare profiles with profiles, rates with
 ``python -m bench``.
