@@ -53,12 +53,14 @@ class Output:
         dlq_topic: str,
         max_bytes: int,
         topic_exists: Any,
+        client_max_bytes: int = 1_000_000,
     ) -> None:
         self._producer = producer
         self._default_topic = default_topic
         self._dlq_topic = dlq_topic
         self._max_bytes = max_bytes
         self._topic_exists = topic_exists  # callable(str) -> bool, cached by the caller
+        self._client_max_bytes = client_max_bytes  # the producer's message.max.bytes
         self._delivery_errors: list[str] = []
 
     def on_delivery(self, err: Any, msg: Any) -> None:
@@ -114,7 +116,7 @@ class Output:
     def fast_path_max_bytes(self) -> int:
         """Largest record :func:`app.pipeline.steps.fuse` may encode: half the output limit, so
         records near either size limit take the general path, which dead-letters them."""
-        return self._max_bytes // 2
+        return min(self._max_bytes, self._client_max_bytes) // 2
 
     def send_encoded(self, records: list[tuple[bytes, Any, Any]]) -> None:
         """Produce records already encoded by :func:`app.pipeline.steps.fuse` (value, key,

@@ -115,6 +115,7 @@ def build(settings: BridgeSettings, metrics: Metrics, health: Health) -> Bridge:
         settings.dead_letter_topic,
         settings.max_output_bytes,
         topic_exists,
+        client_max_bytes=int(pconf.get("message.max.bytes", 1_000_000)),
     )
     output_holder["o"] = output
     txn = Transactions(

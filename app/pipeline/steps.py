@@ -175,9 +175,10 @@ def fuse(steps: list[Step], decode_json: bool, max_bytes: int) -> FusedBatch | N
         return None
     stages: list[tuple[bool, Callable[[Any], Any]]] = []
     for step in steps:
-        if isinstance(step, Filter):
+        # Exact types: the spec's row-level subclasses call their functions with the Row.
+        if type(step) is Filter:
             stages.append((True, step.predicate))
-        elif isinstance(step, Apply) and step.target == "value":
+        elif type(step) is Apply and step.target == "value":
             stages.append((False, step.fn))
         else:
             return None
