@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import contextlib
 import time
-from typing import Any
 
 from confluent_kafka import Consumer, KafkaException, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient
 
-from app.devkafka.topics import end_offsets, partitions_of
+from app.devkafka.topics import create_topic, end_offsets, partitions_of
 
 
 class Probe:
@@ -62,22 +61,9 @@ class Probe:
 
 
 def create_topics(bootstrap: str, names: list[str], partitions: int, **config: str) -> None:
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    specs = [NewTopic(n, partitions, 1, config=dict(config)) for n in names]
-    for name, future in admin.create_topics(specs, operation_timeout=30).items():
-        future.result(30)
-        _wait_leaders(admin, name, partitions)
-
-
-def _wait_leaders(admin: Any, name: str, partitions: int) -> None:
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        meta = admin.list_topics(name, timeout=5).topics.get(name)
-        ready = meta is not None and meta.error is None and len(meta.partitions) == partitions
-        if ready and all(p.leader >= 0 for p in meta.partitions.values()):
-            return
-        time.sleep(0.1)
-    raise TimeoutError(f"topic {name!r} has no leader for every partition")
+    """Create ``names`` and wait for their leaders (the project's own helper, per topic)."""
+    for name in names:
+        create_topic(bootstrap, name, partitions, 1, config)
 
 
 def delete_topics_of(bootstrap: str, *needles: str) -> None:
