@@ -54,6 +54,7 @@ class RocksDBState:
         self._changelogs = changelogs
         self._stores = sorted({store for store, _ in changelogs})
         self._budget = CacheBudget(cache_max_bytes)
+        self._reads = CacheBudget(cache_max_bytes)  # committed values kept for reading
         self._restorer = restorer
         self._watermarks = watermarks
         self._lock = lock
@@ -150,7 +151,8 @@ class RocksDBState:
         path = self._root / store / topic / str(partition)
         where = f"store {store!r} of {topic}[{partition}]"
         changelog = self._changelogs[(store, topic)]
-        return PartitionState(StorePartition(path, where), changelog, partition, self._budget)
+        store_partition = StorePartition(path, where)
+        return PartitionState(store_partition, changelog, partition, self._budget, self._reads)
 
     def _task_finished(self, changelog_partition: tuple[str, int]) -> None:
         changelog, partition = changelog_partition
@@ -231,6 +233,7 @@ class RocksDBState:
                         state.store.where, len(state.dirty),
                     )  # fmt: skip
                 state.discard()
+                state.drop_clean()
                 state.store.close()
 
     def close(self) -> None:

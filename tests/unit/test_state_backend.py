@@ -284,3 +284,39 @@ def test_store_held_by_someone_else_is_not_wiped(tmp_path: Path) -> None:
         StorePartition(tmp_path / "db", "t")
     assert holder.get(b"k") == b"1"
     holder.close()
+
+
+def test_committed_values_are_read_from_memory_until_the_read_cap(tmp_path: Path) -> None:
+    state = backend(tmp_path, cap=20_000)
+    ready(state, 0)
+    view = state.partition("count", "in", 0)
+    store_reads: list[bytes] = []
+    real_get = view.store.get
+    view.store.get = lambda key: store_reads.append(key) or real_get(key)  # type: ignore[method-assign]
+
+    def checkpoint(position: int) -> None:
+        producer = FakeProducer()
+        state.produce_changelogs(producer, {("in", 0): position})
+        producer.flush()
+        state.verify_delivery()
+        state.after_commit()
+
+    view.set(b"a", b"1")
+    view.delete(b"b")
+    checkpoint(2)
+    assert (view.get(b"a"), view.get(b"b")) == (b"1", None)
+    assert store_reads == []  # both answered by the read cache
+    view.set(b"a", b"2")
+    state.discard()  # an abort drops the update, not the committed value
+    assert view.get(b"a") == b"1" and store_reads == []
+    # Past the read cap the cache starts afresh; answers come from RocksDB, unchanged.
+    for i in range(100):
+        view.set(b"k%d" % i, b"x" * 100)
+    checkpoint(3)
+    for i in range(100):
+        view.set(b"m%d" % i, b"y" * 100)
+    checkpoint(4)
+    assert view.get(b"a") == b"1" and store_reads == [b"a"]
+    assert view.get(b"k7") == b"x" * 100 and view.get(b"m7") == b"y" * 100
+    state.close()
+    assert state._reads.used == 0  # closing returns the read budget
