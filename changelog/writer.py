@@ -1,8 +1,13 @@
 """Produce changelog records into the checkpoint's transaction and learn their offsets.
 
 Checkpoint step 1 produces one record per dirty key through the bridge's transactional
-producer; the delivery reports (served by the producer flush in step 2) give each changelog
-partition's last offset, which step 5 stores in RocksDB next to the data.
+producer. Only the *last* record of each changelog partition carries a delivery callback: its
+report (served by the producer flush in step 2) gives the partition's last offset, which step 5
+stores in RocksDB next to the data (the idempotent producer keeps a partition's records in
+order, so the last one has the highest offset). A failure of any other record fails the
+checkpoint too: in a transaction ``commit_transaction`` refuses to commit when any record of it
+failed delivery, and without one the producer-level callback latches it. One Python callback per
+changelog partition instead of per record is ~0.5 µs per record less (bench/, issue 7).
 """
 
 from __future__ import annotations
@@ -56,31 +61,59 @@ class ChangelogWriter:
         producer: Any,
         topic: str,
         partition: int,
-        key: bytes,
-        value: bytes | None,
+        records: dict[bytes, bytes | None],
         headers: Headers,
     ) -> None:
-        """Produce one record to ``topic[partition]`` (waiting when the local queue is full).
+        """Produce ``records`` (key → value, None = tombstone) to ``topic[partition]``,
+        waiting when the local queue is full; only the last one reports its delivery here.
 
         Raises:
-            CheckpointAborted: the producer refused the record (the checkpoint must abort).
+            CheckpointAborted: the producer refused a record (the checkpoint must abort).
         """
+        if not records:
+            return
         batch = self._batch
-        batch.pending += 1
+        last, produce = len(records) - 1, producer.produce
+        try:
+            for i, (key, value) in enumerate(records.items()):
+                callback = batch.on_delivery if i == last else None
+                try:
+                    if callback is None:
+                        produce(topic, value, key, partition=partition, headers=headers)
+                    else:
+                        produce(
+                            topic, value, key, partition=partition, headers=headers,
+                            on_delivery=callback,
+                        )  # fmt: skip
+                except BufferError:
+                    self._retry(producer, topic, value, key, partition, headers, callback)
+        except KafkaException as exc:
+            raise CheckpointAborted(
+                f"changelog produce to {topic}[{partition}] failed: {exc}"
+            ) from exc
+        batch.pending += 1  # the last record's report (served by a later poll or flush)
+
+    @staticmethod
+    def _retry(
+        producer: Any,
+        topic: str,
+        value: bytes | None,
+        key: bytes,
+        partition: int,
+        headers: Headers,
+        on_delivery: Any,
+    ) -> None:
+        """The local queue is full: serve deliveries, then produce again until it fits."""
+        kwargs: dict[str, Any] = {"partition": partition, "headers": headers}
+        if on_delivery is not None:
+            kwargs["on_delivery"] = on_delivery
         while True:
+            producer.poll(0.05)
             try:
-                producer.produce(
-                    topic, value, key, partition=partition, headers=headers,
-                    on_delivery=batch.on_delivery,
-                )  # fmt: skip
+                producer.produce(topic, value, key, **kwargs)
                 return
             except BufferError:
-                producer.poll(0.05)  # queue full: serve deliveries, then retry
-            except KafkaException as exc:
-                batch.pending -= 1
-                raise CheckpointAborted(
-                    f"changelog produce to {topic}[{partition}] failed: {exc}"
-                ) from exc
+                continue
 
     def verify(self) -> None:
         """After the producer flush: every changelog record of this checkpoint is delivered.

@@ -187,8 +187,7 @@ class RocksDBState:
                         f"{state.changelog} holds {len(state.dirty)} uncommitted updates"
                     )
                 headers = changelog_headers(DEFAULT_CF, {topic: processed_offset(position)})
-                for key, value in state.dirty.items():
-                    self._writer.produce(producer, state.changelog, partition, key, value, headers)
+                self._writer.produce(producer, state.changelog, partition, state.dirty, headers)
 
     def verify_delivery(self) -> None:
         self._writer.verify()

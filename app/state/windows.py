@@ -33,6 +33,7 @@ from app.state.stepkit import require_state as _require_state
 
 WINDOW_PREFIX = b"w"  # w + start (8 bytes) + encoded key → accumulator (JSON)
 STREAM_TIME_KEY = b"t"  # stream time of the partition (8 bytes)
+_UNREAD: Any = object()
 
 
 # ---- window arithmetic (pure) ----------------------------------------------------------------
@@ -184,21 +185,32 @@ class Window:
     def __call__(self, rows: list[Row], ctx: StepContext) -> list[Row]:
         views = Views(_require_state(ctx, self.name), self.name)
         last: dict[tuple[str, int], Row] = {}
-        size, hop, grace, agg = self.size, self.hop, self.grace, self.aggregate
+        size, hop, grace, add = self.size, self.hop, self.grace, self.aggregate.add
+        tumbling = hop == size
+        # Accumulators touched by this batch, decoded once and encoded once per batch (a key
+        # sees many records per batch): (partition view, window key) -> accumulator.
+        accs: dict[tuple[PartitionState, bytes], Any] = {}
         for row, got in zip(rows, extract_all(rows, ctx, self.name, self._extract), strict=True):
             if got is None:
                 continue
             key, ts, value = got
             view = views.of(row)
             now = advance_stream_time(view, ts)
-            for start in window_starts(ts, size, hop):
-                if is_closed(start, size, grace, now):
-                    continue  # late for this window: its result is already out
+            starts = (ts - ts % size,) if tumbling else window_starts(ts, size, hop)
+            for start in starts:
+                if start + size + grace <= now:
+                    continue  # late for this window (is_closed): its result is already out
                 wkey = WINDOW_PREFIX + encode_int(start) + key
-                raw = view.get(wkey)
-                acc = agg.add(None if raw is None else orjson.loads(raw), value)
-                view.set(wkey, orjson.dumps(acc))
+                slot = (view, wkey)
+                acc = accs.get(slot, _UNREAD)
+                if acc is _UNREAD:
+                    raw = view.get(wkey)
+                    acc = None if raw is None else orjson.loads(raw)
+                accs[slot] = add(acc, value)
             last[(row.source_topic, row.partition)] = row
+        dumps = orjson.dumps
+        for (view, wkey), acc in accs.items():
+            view.set(wkey, dumps(acc))
         out: list[Row] = []
         for tp, row in last.items():
             view = views.by_partition[tp]

@@ -148,3 +148,22 @@ def test_cached_jars_need_no_maven(kafka_cluster: LocalKafka | None, tmp_path: P
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
     assert proc.returncode == 0, proc.stderr
     assert any(Path(proc.stdout.strip()).glob("kafka_2.13-*.jar"))
+
+
+def test_commit_fails_for_a_failed_record_that_had_no_callback(kafka: KafkaFixture) -> None:
+    """The contract the exactly-once stateful bridge relies on (app/runner.py: no per-record
+    delivery callback): librdkafka refuses to commit a transaction in which any record failed
+    delivery, and its error names the topic, partition and broker error."""
+    topic = kafka.create_topic(config={"message.timestamp.before.max.ms": "60000"})
+    producer = kafka.transactional_producer()
+    producer.begin_transaction()
+    producer.produce(topic, b"fine", b"k")
+    producer.produce(topic, b"too old", b"k", timestamp=1_000)  # broker: INVALID_TIMESTAMP
+    assert producer.flush(30) == 0
+    with pytest.raises(KafkaException) as failed:
+        producer.commit_transaction(30)
+    err = failed.value.args[0]
+    assert err.txn_requires_abort()
+    assert topic in err.str() and "Invalid timestamp" in err.str()
+    producer.abort_transaction(30)
+    assert kafka.read_all(topic) == []

@@ -44,12 +44,13 @@ class FakeProducer:
 
     def produce(self, topic: str, value: Any, key: Any, **kw: Any) -> None:
         self.records.append({"topic": topic, "value": value, "key": key, **kw})
-        self._queue.append((kw["on_delivery"], FakeMessage(topic, kw["partition"], self._next)))
+        self._queue.append((kw.get("on_delivery"), FakeMessage(topic, kw["partition"], self._next)))
         self._next += 1
 
     def flush(self) -> None:
         for callback, msg in self._queue:
-            callback("broker says no" if self._fail else None, msg)
+            if callback is not None:  # the writer asks for the last record's report only
+                callback("broker says no" if self._fail else None, msg)
         self._queue.clear()
 
 
@@ -320,3 +321,41 @@ def test_committed_values_are_read_from_memory_until_the_read_cap(tmp_path: Path
     assert view.get(b"k7") == b"x" * 100 and view.get(b"m7") == b"y" * 100
     state.close()
     assert state._reads.used == 0  # closing returns the read budget
+
+
+def test_only_the_last_changelog_record_of_a_partition_asks_for_a_report(tmp_path: Path) -> None:
+    class FullOnce(FakeProducer):
+        """Refuses the second produce call once with a full local queue."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.calls = 0
+            self.polls = 0
+
+        def produce(self, topic: str, value: Any, key: Any, **kw: Any) -> None:
+            self.calls += 1
+            if self.calls == 2:
+                raise BufferError("Local: Queue full")
+            super().produce(topic, value, key, **kw)
+
+        def poll(self, _timeout: float) -> int:
+            self.polls += 1
+            return 0
+
+    state = backend(tmp_path)
+    ready(state, 0, 1)
+    for i in range(3):
+        state.partition("count", "in", 0).set(b"k%d" % i, b"1")
+    state.partition("count", "in", 1).set(b"j", b"1")
+    producer = FullOnce()
+    state.produce_changelogs(producer, {("in", 0): 3, ("in", 1): 1})
+    reported = [(r["partition"], r["key"]) for r in producer.records if "on_delivery" in r]
+    assert reported == [(0, b"k2"), (1, b"j")]
+    assert len(producer.records) == 4 and producer.polls == 1  # the refused one went again
+    producer.flush()
+    state.verify_delivery()
+    state.after_commit()
+    state.close()
+    store = StorePartition(tmp_path / "count" / "in" / "0", "t")
+    assert store.changelog_offset() == 2  # the last record's offset
+    store.close()

@@ -10,6 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from app.errors import ConfigError
+from app.pipeline.record import Row
 from app.pipeline.spec import compile_spec
 from app.state.steps import window
 from app.state.windows import is_closed, last_closed_start, window_starts
@@ -166,3 +167,17 @@ def test_window_from_spec(tmp_path: Path) -> None:
     for s in pipeline.steps:
         rows, _ = run(s, rows, access)
     assert [(r.value["start"], r.value["value"]) for r in rows] == [(-5_000, 3.0), (0, 3.0)]
+
+
+def test_same_partition_of_two_topics_in_one_batch_stays_apart(tmp_path: Path) -> None:
+    access = LocalAccess(tmp_path)
+    step = window(10, aggregate="count")
+    rows = []
+    for i in range(6):  # interleaved: a, b, a, b, ... all key "k", all in window [0, 10 s)
+        rows.append(Row({}, "k", None, "ab"[i % 2], 0, i, 1_000 + i))
+    rows += [Row({}, "k", None, topic, 0, 9, 30_000) for topic in ("a", "b")]  # close them
+    out, _ = run(step, rows, access)
+    assert sorted((r.value["_source_topic"], r.value["value"]) for r in out) == [
+        ("a", 3),
+        ("b", 3),
+    ]
