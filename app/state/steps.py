@@ -24,6 +24,9 @@ from app.pipeline.spec import step_compiler
 from app.pipeline.steps import PartitionState, Step, StepContext
 from app.state.keys import decode_int, display_key, encode_int, encode_key
 from app.state.stepkit import (
+    SOURCE_OFFSET,
+    SOURCE_PARTITION,
+    SOURCE_TOPIC,
     Extractor,
     FieldSpec,
     RowFn,
@@ -32,7 +35,6 @@ from app.state.stepkit import (
     extractor,
     milliseconds,
     number,
-    provenance,
     require_state,
 )
 from app.state.windows import Aggregate, Window, advance_stream_time, persist_stream_time
@@ -133,7 +135,13 @@ class Count:
             raw = view.get(key)
             count = 1 if raw is None else int(raw) + 1
             view.set(key, b"%d" % count)
-            row.value = {"key": display_key(row.key), "count": count, **provenance(row)}
+            row.value = {
+                "key": display_key(row.key),
+                "count": count,
+                SOURCE_TOPIC: row.source_topic,
+                SOURCE_PARTITION: row.partition,
+                SOURCE_OFFSET: row.offset,
+            }  # = provenance(row), inlined: one dict per record, not two
             out.append(row)
         return out
 
@@ -174,7 +182,13 @@ class Sum:
             raw = view.get(key)
             total = (0 if raw is None else orjson.loads(raw)) + amount
             view.set(key, orjson.dumps(total))
-            row.value = {"key": display_key(row.key), "sum": total, **provenance(row)}
+            row.value = {
+                "key": display_key(row.key),
+                "sum": total,
+                SOURCE_TOPIC: row.source_topic,
+                SOURCE_PARTITION: row.partition,
+                SOURCE_OFFSET: row.offset,
+            }  # = provenance(row), inlined: one dict per record, not two
             out.append(row)
         return out
 
