@@ -179,6 +179,12 @@ def markdown(report: dict[str, Any]) -> str:
         lines += ["| changelog restore | records/s (wall clock) |", "|---|---:|"]
         lines += [f"| {k} | {v:,.0f} |" for k, v in recovery["restore_records_per_s"].items()]
         lines += ["", "```", *recovery["output"], "```", ""]
+        if recovery.get("exit_code"):
+            lines += [
+                f"**The state benchmark failed (exit code {recovery['exit_code']})**: the "
+                "figures above are what it printed before failing; see the bench log.",
+                "",
+            ]
     lines += NOTES
     lines += ["## Versions", ""]
     lines += [f"- {name}: {version}" for name, version in meta["versions"].items()]
