@@ -135,13 +135,7 @@ class Count:
             raw = view.get(key)
             count = 1 if raw is None else int(raw) + 1
             view.set(key, b"%d" % count)
-            row.value = {
-                "key": display_key(row.key),
-                "count": count,
-                SOURCE_TOPIC: row.source_topic,
-                SOURCE_PARTITION: row.partition,
-                SOURCE_OFFSET: row.offset,
-            }  # = provenance(row), inlined: one dict per record, not two
+            row.value = _keyed_output(row, "count", count)
             out.append(row)
         return out
 
@@ -182,15 +176,20 @@ class Sum:
             raw = view.get(key)
             total = (0 if raw is None else orjson.loads(raw)) + amount
             view.set(key, orjson.dumps(total))
-            row.value = {
-                "key": display_key(row.key),
-                "sum": total,
-                SOURCE_TOPIC: row.source_topic,
-                SOURCE_PARTITION: row.partition,
-                SOURCE_OFFSET: row.offset,
-            }  # = provenance(row), inlined: one dict per record, not two
+            row.value = _keyed_output(row, "sum", total)
             out.append(row)
         return out
+
+
+def _keyed_output(row: Row, field: str, value: Any) -> dict[str, Any]:
+    """``{"key", field: value, "_source_*"}``: provenance(row) built in, one dict per record."""
+    return {
+        "key": display_key(row.key),
+        field: value,
+        SOURCE_TOPIC: row.source_topic,
+        SOURCE_PARTITION: row.partition,
+        SOURCE_OFFSET: row.offset,
+    }
 
 
 def _row_key(row: Row) -> bytes:
