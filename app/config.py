@@ -175,8 +175,13 @@ class BridgeSettings(BaseSettings):
         return data
 
 
+# librdkafka keys whose values can carry a secret: passwords, PEM private keys, JAAS configs
+# and the OAUTHBEARER config, whose "k=v" pairs may hold a client secret.
+_SECRET_WORDS = ("password", "secret", "token", "key.pem", "jaas", "oauthbearer.config")
+
+
 def _secret_key(key: str) -> bool:
-    return any(word in key for word in ("password", "secret", "token", "key.pem"))
+    return any(word in key for word in _SECRET_WORDS)
 
 
 def _refuse_forced(value: dict[str, KafkaValue], forced: frozenset[str], section: str) -> None:

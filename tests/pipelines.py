@@ -1,25 +1,15 @@
-"""Pipelines the end-to-end tests load with ``BRIDGE_PIPELINE=tests.pipelines:<name>``."""
+"""Pipelines the end-to-end tests load with ``BRIDGE_PIPELINE=tests.pipelines:<name>``.
+
+None of them sleeps: a test's progress is driven by the input it feeds (tests.support.feed),
+never by pacing the pipeline, which would make a fault land at a point that depends on how
+fast the machine is.
+"""
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
-from app.pipeline import Pipeline, Row, StepContext
-
-
-class Throttle:
-    """Sleeps per batch so faults can be injected mid-run (tests only)."""
-
-    name = "throttle"
-    stateful = False
-
-    def __init__(self, seconds: float) -> None:
-        self.seconds = seconds
-
-    def __call__(self, rows: list[Row], ctx: StepContext) -> list[Row]:
-        time.sleep(self.seconds)
-        return rows
+from app.pipeline import Pipeline
 
 
 def _tag(value: Any) -> Any:
@@ -27,5 +17,4 @@ def _tag(value: Any) -> Any:
     return value
 
 
-# ~20 ms per batch: with batch_size 500 a 100k-record run takes ~5 s of sleeping.
-throttled = Pipeline().then(Throttle(0.02)).map(_tag)
+tagged = Pipeline().map(_tag)

@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import Any
 
 from app.pipeline import Pipeline, Row, StepContext
-from tests.pipelines import Throttle
 
 
 class CrashOnce:
@@ -57,10 +56,7 @@ def _id(value: Any) -> Any:
     return value["id"]
 
 
-# ~20 ms per batch so faults land mid-run.
-throttled_count = Pipeline().then(Throttle(0.02)).count(name="counts")
-crashing_count = Pipeline().then(Throttle(0.02)).then(CrashOnce(at=3000)).count(name="counts")
-poisoned_count = (
-    Pipeline().then(Throttle(0.02)).count(name="counts").then(PoisonChangelogOnce(at=3000))
-)
-throttled_dedupe = Pipeline().then(Throttle(0.02)).dedupe(by=_id, ttl=3600, name="seen")
+counting = Pipeline().count(name="counts")
+crashing_count = Pipeline().then(CrashOnce(at=3000)).count(name="counts")
+poisoned_count = Pipeline().count(name="counts").then(PoisonChangelogOnce(at=3000))
+deduping = Pipeline().dedupe(by=_id, ttl=3600, name="seen")

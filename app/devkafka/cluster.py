@@ -17,8 +17,7 @@ import socket
 import subprocess
 import time
 import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager, suppress
+from contextlib import suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -37,9 +36,21 @@ class LocalKafkaError(RuntimeError):
 
 def free_port() -> int:
     """A TCP port on 127.0.0.1 that is free right now."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    return free_ports(1)[0]
+
+
+def free_ports(n: int) -> list[int]:
+    """``n`` distinct TCP ports on 127.0.0.1 that are free right now (all bound at once, so
+    no two are the same). Another process can still take one before it is used: callers
+    that bind later retry on a clash (see :meth:`LocalKafka.start`)."""
+    sockets = [socket.socket(socket.AF_INET, socket.SOCK_STREAM) for _ in range(n)]
+    try:
+        for s in sockets:
+            s.bind(("127.0.0.1", 0))
+        return [int(s.getsockname()[1]) for s in sockets]
+    finally:
+        for s in sockets:
+            s.close()
 
 
 def _die_with_parent() -> None:
@@ -115,12 +126,19 @@ class LocalKafka:
         self.directory = directory
         self.tied_to_parent = tied_to_parent
         self.heap = heap
-        ports = [first_port or free_port()] + [free_port() for _ in range(brokers - 1)]
+        self._first_port = first_port
+        self.brokers: list[BrokerProcess] = []
+        self._pick_ports(brokers)
+        self._classpath = ""
+
+    def _pick_ports(self, brokers: int) -> None:
+        ports = free_ports(2 * brokers)
+        if self._first_port:
+            ports[0] = self._first_port
         self.brokers = [
-            BrokerProcess(i + 1, ports[i], free_port(), directory / f"broker-{i + 1}")
+            BrokerProcess(i + 1, ports[2 * i], ports[2 * i + 1], self.directory / f"broker-{i + 1}")
             for i in range(brokers)
         ]
-        self._classpath = ""
 
     @property
     def bootstrap(self) -> str:
@@ -128,12 +146,27 @@ class LocalKafka:
 
     # ---- lifecycle -------------------------------------------------------------------------
 
-    def start(self, timeout: float = 90.0) -> LocalKafka:
-        """Format storage, start every broker and wait until all are registered."""
+    def start(
+        self, timeout: float = 90.0, attempts: int = 3, cluster_id: str | None = None
+    ) -> LocalKafka:
+        """Format storage, start every broker and wait until all are registered.
+
+        Free ports are picked before the brokers bind them; when another process took one in
+        between, the start is retried on new ports (up to ``attempts`` times)."""
+        cluster_id = cluster_id or base64.urlsafe_b64encode(uuid.uuid4().bytes).decode()[:22]
+        for attempt in range(1, attempts + 1):
+            try:
+                return self._start_once(timeout, cluster_id)
+            except LocalKafkaError as exc:
+                if attempt == attempts or not _port_clash(str(exc)):
+                    raise
+                self._pick_ports(len(self.brokers))
+        raise AssertionError("unreachable")
+
+    def _start_once(self, timeout: float, cluster_id: str) -> LocalKafka:
         java = require_java()
         self._classpath = str(ensure_kafka_jars() / "*")
         shutil.rmtree(self.directory, ignore_errors=True)
-        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
         for broker in self.brokers:
             broker.directory.mkdir(parents=True)
             (broker.directory / "server.properties").write_text(self._properties(broker))
@@ -209,7 +242,7 @@ class LocalKafka:
             try:
                 nodes = admin.describe_cluster(request_timeout=5).result(timeout=10).nodes
                 seen = {n.id for n in nodes}
-                if want <= seen:
+                if want <= seen and all(self._answers(b) for b in self.brokers if b.alive()):
                     return
             except Exception:
                 pass
@@ -219,6 +252,17 @@ class LocalKafka:
             f"cluster not ready after {timeout:.0f}s: registered {sorted(seen)}, "
             f"want {sorted(want)}\n{logs}"
         )
+
+    @staticmethod
+    def _answers(broker: BrokerProcess) -> bool:
+        """The broker answers a metadata request on its own client listener (registration
+        with the controller alone does not say its listener is serving)."""
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap, "log_level": 0})
+        try:
+            admin.list_topics(timeout=5)
+            return True
+        except Exception:
+            return False
 
     # ---- internals -------------------------------------------------------------------------
 
@@ -267,7 +311,8 @@ class LocalKafka:
     def _format(self, java: str, broker: BrokerProcess, cluster_id: str) -> None:
         cmd = [
             *self._jvm(java, broker), "kafka.tools.StorageTool", "format",
-            "-t", cluster_id, "-c", str(broker.directory / "server.properties"),
+            # "=": an id may start with "-", which as a separate argument reads as an option.
+            f"--cluster-id={cluster_id}", "-c", str(broker.directory / "server.properties"),
         ]  # fmt: skip
         proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
         if proc.returncode != 0:
@@ -350,12 +395,6 @@ class LocalKafka:
         return cluster
 
 
-@contextmanager
-def running_cluster(directory: Path, brokers: int = 1) -> Iterator[LocalKafka]:
-    """Context manager: a started cluster, always stopped on exit."""
-    cluster = LocalKafka(directory, brokers)
-    cluster.start()
-    try:
-        yield cluster
-    finally:
-        cluster.stop()
+def _port_clash(error: str) -> bool:
+    """A broker died at start-up because its port was taken (java.net.BindException)."""
+    return "BindException" in error or "Address already in use" in error

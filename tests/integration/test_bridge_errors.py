@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import orjson
@@ -71,11 +70,10 @@ def test_bad_records_go_to_the_dlq_inside_the_transaction(
     assert kafka.end_offsets(dlq, True) == kafka.end_offsets(dlq, False)
 
 
-def _run_expecting_failure(
-    env_settings: dict[str, object], timeout: float
-) -> tuple[int, str, float]:
+def _run_expecting_failure(env_settings: dict[str, object], timeout: float) -> tuple[int, str]:
+    """Exit code and output of a bridge that must refuse to start; a hang fails the test
+    through ``timeout`` (subprocess.TimeoutExpired)."""
     env = BridgeProcess(Path("/tmp"), **env_settings).env()
-    t0 = time.monotonic()
     proc = subprocess.run(
         [sys.executable, "-m", "app.cli", "run"],
         env=env,
@@ -84,13 +82,13 @@ def _run_expecting_failure(
         text=True,
         timeout=timeout,
     )
-    return proc.returncode, proc.stdout + proc.stderr, time.monotonic() - t0
+    return proc.returncode, proc.stdout + proc.stderr
 
 
 def test_missing_input_topic_refuses_to_start(kafka: KafkaFixture) -> None:
     out = kafka.create_topic(kafka.unique("out"))
     dlq = kafka.create_topic(kafka.unique("dlq"))
-    code, text, _ = _run_expecting_failure(
+    code, text = _run_expecting_failure(
         {
             "bootstrap_servers": kafka.bootstrap,
             "input_topics": ["no-such-topic"],
@@ -104,7 +102,7 @@ def test_missing_input_topic_refuses_to_start(kafka: KafkaFixture) -> None:
 
 
 def test_commit_interval_over_transaction_timeout_refuses_to_start() -> None:
-    code, text, _ = _run_expecting_failure(
+    code, text = _run_expecting_failure(
         {
             "input_topics": ["a"],
             "output_topic": "b",
@@ -119,7 +117,7 @@ def test_commit_interval_over_transaction_timeout_refuses_to_start() -> None:
 
 
 def test_unreachable_bootstrap_fails_within_the_startup_timeout() -> None:
-    code, text, took = _run_expecting_failure(
+    code, text = _run_expecting_failure(
         {
             "bootstrap_servers": "127.0.0.1:1",
             "input_topics": ["a"],
@@ -130,4 +128,3 @@ def test_unreachable_bootstrap_fails_within_the_startup_timeout() -> None:
     )
     assert code == 2, text
     assert "cannot reach Kafka at bootstrap_servers='127.0.0.1:1'" in text
-    assert took < 30  # bounded by startup_timeout, not hanging

@@ -6,8 +6,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import urllib.error
-import urllib.request
 from pathlib import Path
 
 import orjson
@@ -20,30 +18,14 @@ from tests.support.bridge import (
     BridgeProcess,
     base_settings,
     bridge_topics,
+    http_get,
     json_records,
+    metric,
     wait_caught_up,
 )
 from tests.support.kafka import KafkaFixture, wait_until
 
 pytestmark = pytest.mark.integration
-
-
-def _get(port: int, path: str) -> tuple[int, str]:
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as resp:
-            return resp.status, resp.read().decode()
-    except urllib.error.HTTPError as exc:
-        return exc.code, exc.read().decode()
-    except OSError:
-        return 0, ""
-
-
-def _metric(text: str, name: str) -> float:
-    total = 0.0
-    for line in text.splitlines():
-        if line.startswith(name + " ") or line.startswith(name + "{"):
-            total += float(line.rsplit(" ", 1)[1])
-    return total
 
 
 def test_metrics_health_and_json_logs(kafka: KafkaFixture, bridges: MakeBridge) -> None:
@@ -54,20 +36,20 @@ def test_metrics_health_and_json_logs(kafka: KafkaFixture, bridges: MakeBridge) 
     settings = base_settings(kafka, src, out, dlq, http_port=port, log_format="json")
     group = settings["group_id"]
     bridge = bridges(**settings).start()
-    wait_until(lambda: _get(port, "/livez")[0] == 200, 30, "/livez")
+    wait_until(lambda: http_get(port, "/livez")[0] == 200, 30, "/livez")
     wait_caught_up(kafka, group, src, 60, [bridge])
-    wait_until(lambda: _get(port, "/readyz")[0] == 200, 30, "/readyz")
-    status, text = _get(port, "/metrics")
+    wait_until(lambda: http_get(port, "/readyz")[0] == 200, 30, "/readyz")
+    status, text = http_get(port, "/metrics")
     assert status == 200
-    assert _metric(text, "eos_bridge_records_in_total") == 5001
-    assert _metric(text, "eos_bridge_records_out_total") == 5000
-    assert _metric(text, "eos_bridge_records_dead_lettered_total") == 1
-    assert _metric(text, "eos_bridge_checkpoints_total") >= 1
-    assert _metric(text, "eos_bridge_commit_seconds_count") >= 1
+    assert metric(text, "eos_bridge_records_in_total") == 5001
+    assert metric(text, "eos_bridge_records_out_total") == 5000
+    assert metric(text, "eos_bridge_records_dead_lettered_total") == 1
+    assert metric(text, "eos_bridge_checkpoints_total") >= 1
+    assert metric(text, "eos_bridge_commit_seconds_count") >= 1
     assert "eos_bridge_consumer_lag{" in text
-    assert _metric(text, "eos_bridge_consumer_lag") == 0
-    assert _metric(text, "eos_bridge_rebalances_total") >= 1
-    assert _get(port, "/nope")[0] == 404
+    assert metric(text, "eos_bridge_consumer_lag") == 0
+    assert metric(text, "eos_bridge_rebalances_total") >= 1
+    assert http_get(port, "/nope")[0] == 404
     assert bridge.terminate() == 0
     lines = [ln for ln in bridge.logs().splitlines() if ln.startswith("{")]
     assert lines, "no JSON log lines"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
 import textwrap
@@ -167,3 +168,23 @@ def test_commit_fails_for_a_failed_record_that_had_no_callback(kafka: KafkaFixtu
     assert topic in err.str() and "Invalid timestamp" in err.str()
     producer.abort_transaction(30)
     assert kafka.read_all(topic) == []
+
+
+def test_cluster_id_starting_with_a_dash_and_a_taken_port(tmp_path: Path) -> None:
+    """Two one-in-N start-up failures made certain: a cluster id that begins with "-" (URL-safe
+    base64 does that one time in 64) and a picked port that another process binds before the
+    broker does (the start retries on new ports)."""
+    cluster = LocalKafka(tmp_path / "kafka", brokers=1, heap="256m")
+    taken = cluster.brokers[0].port
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as squatter:
+        squatter.bind(("127.0.0.1", taken))
+        squatter.listen()
+        cluster.start(cluster_id="-" + "A" * 21)
+    try:
+        assert cluster.brokers[0].port != taken
+        admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+        assert admin.describe_cluster(request_timeout=10).result(timeout=20).cluster_id == (
+            "-" + "A" * 21
+        )
+    finally:
+        cluster.stop()

@@ -6,7 +6,8 @@ import os
 import signal
 import subprocess
 import sys
-import time
+import urllib.error
+import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -103,13 +104,6 @@ def wait_caught_up(
     wait_until(caught_up, timeout, f"group {group} to commit {ends} on {topic}", step=0.5)
 
 
-def committed_fraction(kafka: KafkaFixture, group: str, topic: str) -> float:
-    ends = kafka.end_offsets(topic)
-    committed = kafka.committed_offsets(group, topic)
-    total = sum(ends.values()) or 1
-    return sum(max(0, committed.get(p, 0)) for p in ends) / total
-
-
 def json_records(n: int, start: int = 0, keys: int = 100) -> tuple[list[bytes], list[bytes]]:
     """``n`` JSON values with unique ids and their keys."""
     values, keys_out = [], []
@@ -120,10 +114,6 @@ def json_records(n: int, start: int = 0, keys: int = 100) -> tuple[list[bytes], 
         )
         keys_out.append(key.encode())
     return values, keys_out
-
-
-def deadline(seconds: float) -> float:
-    return time.monotonic() + seconds
 
 
 def bridge_topics(kafka: KafkaFixture, partitions: int = 4) -> tuple[str, str, str]:
@@ -148,3 +138,23 @@ def base_settings(
         "commit_interval": 0.5,
         **extra,
     }
+
+
+def http_get(port: int, path: str) -> tuple[int, str]:
+    """Status and body of a GET on the bridge's HTTP port (0 and "" when nothing answers)."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as resp:
+            return resp.status, resp.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode()
+    except OSError:
+        return 0, ""
+
+
+def metric(text: str, name: str) -> float:
+    """Sum of every sample of ``name`` in a Prometheus text exposition."""
+    total = 0.0
+    for line in text.splitlines():
+        if line.startswith(name + " ") or line.startswith(name + "{"):
+            total += float(line.rsplit(" ", 1)[1])
+    return total

@@ -85,3 +85,19 @@ def test_secrets_are_masked_and_passed_to_clients() -> None:
     assert "hunter2" not in shown and "pem-secret" not in shown
     assert s.client_common()["sasl.password"] == "hunter2"
     assert s.client_common()["security.protocol"] == "SASL_SSL"
+
+
+@pytest.mark.parametrize(
+    "key",
+    [
+        "sasl.oauthbearer.config",
+        "sasl.oauthbearer.client.secret",
+        "ssl.key.password",
+        "ssl.keystore.password",
+        "ssl.key.pem",
+        "sasl.jaas.config",
+    ],
+)
+def test_every_key_that_can_carry_a_secret_is_masked(key: str) -> None:
+    s = load_settings(**BASE, kafka={key: "s3cret-value"})
+    assert "s3cret-value" not in str(s.masked())
