@@ -24,6 +24,7 @@ from pathlib import Path
 from confluent_kafka.admin import AdminClient
 
 from app.devkafka.jars import ensure_kafka_jars, require_java
+from app.devkafka.security import DevSecurity
 
 _LOG4J = Path(__file__).with_name("log4j2.properties")
 _STATE_FILE = "cluster.json"
@@ -74,6 +75,8 @@ class BrokerProcess:
     controller_port: int
     directory: Path
     pid: int | None = None
+    sasl_port: int | None = None  # secure clusters: SASL_SSL listener
+    mtls_port: int | None = None  # secure clusters: mTLS listener
     _proc: subprocess.Popen[bytes] | None = field(default=None, repr=False)
 
     @property
@@ -110,6 +113,7 @@ class LocalKafka:
         tied_to_parent: brokers die with this Python process (tests); False for ``dev-kafka``.
         first_port: fixed client port of broker 1 (others free); None picks free ports.
         heap: JVM max heap per broker.
+        secure: add SASL_SSL (SCRAM) and mTLS listeners and ACLs (:mod:`app.devkafka.security`).
     """
 
     def __init__(
@@ -120,6 +124,7 @@ class LocalKafka:
         tied_to_parent: bool = True,
         first_port: int | None = None,
         heap: str = "768m",
+        secure: bool = False,
     ) -> None:
         if brokers not in (1, 3):
             raise ValueError(f"brokers must be 1 or 3, not {brokers}")
@@ -127,22 +132,37 @@ class LocalKafka:
         self.tied_to_parent = tied_to_parent
         self.heap = heap
         self._first_port = first_port
+        self.security = DevSecurity(directory / "security") if secure else None
         self.brokers: list[BrokerProcess] = []
         self._pick_ports(brokers)
         self._classpath = ""
 
     def _pick_ports(self, brokers: int) -> None:
-        ports = free_ports(2 * brokers)
+        per = 4 if self.security else 2
+        ports = free_ports(per * brokers)
         if self._first_port:
             ports[0] = self._first_port
-        self.brokers = [
-            BrokerProcess(i + 1, ports[2 * i], ports[2 * i + 1], self.directory / f"broker-{i + 1}")
-            for i in range(brokers)
-        ]
+        self.brokers = []
+        for i in range(brokers):
+            mine = ports[per * i : per * (i + 1)]
+            broker = BrokerProcess(i + 1, mine[0], mine[1], self.directory / f"broker-{i + 1}")
+            if self.security:
+                broker.sasl_port, broker.mtls_port = mine[2], mine[3]
+            self.brokers.append(broker)
 
     @property
     def bootstrap(self) -> str:
         return ",".join(b.bootstrap for b in self.brokers)
+
+    @property
+    def sasl_bootstrap(self) -> str:
+        """Bootstrap of the SASL_SSL listeners (secure clusters)."""
+        return ",".join(f"127.0.0.1:{b.sasl_port}" for b in self.brokers)
+
+    @property
+    def mtls_bootstrap(self) -> str:
+        """Bootstrap of the mTLS listeners (secure clusters)."""
+        return ",".join(f"127.0.0.1:{b.mtls_port}" for b in self.brokers)
 
     # ---- lifecycle -------------------------------------------------------------------------
 
@@ -167,6 +187,8 @@ class LocalKafka:
         java = require_java()
         self._classpath = str(ensure_kafka_jars() / "*")
         shutil.rmtree(self.directory, ignore_errors=True)
+        if self.security:
+            self.security.make_certificates()
         for broker in self.brokers:
             broker.directory.mkdir(parents=True)
             (broker.directory / "server.properties").write_text(self._properties(broker))
@@ -274,12 +296,7 @@ class LocalKafka:
             "process.roles": "broker,controller",
             "node.id": broker.node_id,
             "controller.quorum.voters": voters,
-            "listeners": f"PLAINTEXT://127.0.0.1:{broker.port},"
-            f"CONTROLLER://127.0.0.1:{broker.controller_port}",
-            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{broker.port}",
-            "controller.listener.names": "CONTROLLER",
-            "inter.broker.listener.name": "PLAINTEXT",
-            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+            **self._listeners(broker),
             "log.dirs": broker.directory / "data",
             "num.partitions": 1,
             "default.replication.factor": rf,
@@ -298,7 +315,25 @@ class LocalKafka:
             "num.io.threads": 4,
             "log.cleaner.dedupe.buffer.size": 8 * 1024 * 1024,
         }
+        if self.security:
+            settings.update(self.security.broker_properties())
         return "".join(f"{k}={v}\n" for k, v in settings.items())
+
+    def _listeners(self, broker: BrokerProcess) -> dict[str, str]:
+        client = {"PLAINTEXT": broker.port}
+        protocols = {"PLAINTEXT": "PLAINTEXT", "CONTROLLER": "PLAINTEXT"}
+        if self.security:
+            assert broker.sasl_port and broker.mtls_port
+            client |= {"SASL_SSL": broker.sasl_port, "MTLS": broker.mtls_port}
+            protocols |= {"SASL_SSL": "SASL_SSL", "MTLS": "SSL"}
+        advertised = ",".join(f"{name}://127.0.0.1:{port}" for name, port in client.items())
+        return {
+            "listeners": f"{advertised},CONTROLLER://127.0.0.1:{broker.controller_port}",
+            "advertised.listeners": advertised,
+            "controller.listener.names": "CONTROLLER",
+            "inter.broker.listener.name": "PLAINTEXT",
+            "listener.security.protocol.map": ",".join(f"{k}:{v}" for k, v in protocols.items()),
+        }
 
     def _jvm(self, java: str, broker: BrokerProcess) -> list[str]:
         return [
@@ -313,6 +348,7 @@ class LocalKafka:
             *self._jvm(java, broker), "kafka.tools.StorageTool", "format",
             # "=": an id may start with "-", which as a separate argument reads as an option.
             f"--cluster-id={cluster_id}", "-c", str(broker.directory / "server.properties"),
+            *(self.security.format_arguments() if self.security else []),
         ]  # fmt: skip
         proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
         if proc.returncode != 0:
@@ -367,6 +403,8 @@ class LocalKafka:
                     "pid": b.pid,
                     "port": b.port,
                     "controller_port": b.controller_port,
+                    "sasl_port": b.sasl_port,
+                    "mtls_port": b.mtls_port,
                     "directory": str(b.directory),
                 }
                 for b in self.brokers
@@ -385,10 +423,18 @@ class LocalKafka:
         cluster.directory = directory
         cluster.tied_to_parent = False
         cluster.heap = "768m"
+        cluster._first_port = None
+        cluster.security = None
         cluster._classpath = ""
         cluster.brokers = [
             BrokerProcess(
-                b["node_id"], b["port"], b["controller_port"], Path(b["directory"]), b["pid"]
+                b["node_id"],
+                b["port"],
+                b["controller_port"],
+                Path(b["directory"]),
+                b["pid"],
+                b.get("sasl_port"),
+                b.get("mtls_port"),
             )
             for b in state["brokers"]
         ]

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from app.devkafka.cluster import LocalKafka, LocalKafkaError
 from app.devkafka.jars import EnvironmentProblem, cache_home
+from app.devkafka.security import write_client_settings
 
 DEFAULT_PORT = 19092
 
@@ -19,6 +20,11 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     parser.add_argument("--dir", type=Path, default=cache_home() / "dev-kafka")
     parser.add_argument("--brokers", type=int, choices=[1, 3], default=1)
     parser.add_argument("--port", type=int, default=DEFAULT_PORT, help="client port of broker 1")
+    parser.add_argument(
+        "--secure",
+        action="store_true",
+        help="also SASL_SSL (SCRAM-SHA-512) and mTLS listeners, with ACLs (see docs/security.md)",
+    )
     parser.set_defaults(func=run)
 
 
@@ -33,6 +39,8 @@ def run(args: argparse.Namespace) -> int:
         for b in existing.brokers:
             print(f"broker {b.node_id}: {'up' if b.alive() else 'down'} pid={b.pid} {b.bootstrap}")
         print(f"bootstrap: {existing.bootstrap}")
+        if existing.brokers[0].sasl_port:
+            print(f"SASL_SSL: {existing.sasl_bootstrap}  mTLS: {existing.mtls_bootstrap}")
         return 0
     if args.action == "stop":
         if existing is not None:
@@ -43,10 +51,15 @@ def run(args: argparse.Namespace) -> int:
         print(f"dev-kafka: already running, bootstrap {existing.bootstrap}")
         return 0
     try:
-        cluster = LocalKafka(args.dir, args.brokers, tied_to_parent=False, first_port=args.port)
+        cluster = LocalKafka(
+            args.dir, args.brokers, tied_to_parent=False, first_port=args.port, secure=args.secure
+        )
         cluster.start()
     except (EnvironmentProblem, LocalKafkaError) as exc:
         print(f"dev-kafka: {exc}", file=sys.stderr)
         return 2
     print(f"dev-kafka: started, bootstrap {cluster.bootstrap} (stop: eos-bridge dev-kafka stop)")
+    if cluster.security is not None:
+        for path in write_client_settings(cluster, cluster.security):
+            print(f"dev-kafka: secure listener settings for the bridge in {path}")
     return 0
