@@ -4,15 +4,26 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+DEMO_STAMP := $(VENV)/.demo-installed
 
 .PHONY: install demo test lint unit bench dev-kafka-stop clean
 
 $(STAMP): pyproject.toml
 	@command -v $(PYTHON) >/dev/null || { echo "Python 3.11+ is required (apt-get install -y python3 python3-venv)"; exit 1; }
+	@echo "installing eos-bridge with its dev, spark and bench extras into $(VENV) (first run: several minutes)"
 	test -d $(VENV) || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q -e '.[dev,spark,bench]'
 	touch $(STAMP)
+
+# The demo needs the service and Spark only, not the test and benchmark tools.
+$(DEMO_STAMP): pyproject.toml
+	@command -v $(PYTHON) >/dev/null || { echo "Python 3.11+ is required (apt-get install -y python3 python3-venv)"; exit 1; }
+	@echo "make demo: installing eos-bridge and the Spark extra into $(VENV) (first run: a few minutes)"
+	test -d $(VENV) || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e '.[spark]'
+	touch $(DEMO_STAMP)
 
 install: $(STAMP)
 
@@ -25,7 +36,7 @@ unit: $(STAMP)
 	$(BIN)/pytest -q tests/unit
 
 # The bridge on an embedded local Kafka: live traffic, a SIGKILL mid-run, restart, verify.
-demo: $(STAMP)
+demo: $(DEMO_STAMP)
 	$(BIN)/python -m app.demo
 
 # Lint, types, then every test: unit, real-broker integration, chaos, Spark, chart and image.

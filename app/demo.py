@@ -1,14 +1,17 @@
 """``make demo``: the bridge on an embedded local Kafka, killed mid-run, audited.
 
 Starts a broker, feeds live traffic (a few malformed records among it), runs the bridge,
-SIGKILLs it mid-way, restarts it, waits until it caught up, stops it with SIGTERM and runs
-``verify``. Ends with the Spark aggregation over the committed output when Spark is installed.
+SIGKILLs it at a random point *inside an open transaction*, restarts it, waits until it caught
+up, stops it with SIGTERM, shows what the kill left behind (records only a read_uncommitted
+reader sees) and runs ``verify``. Ends with the Spark aggregation over the committed output
+when Spark is installed. Its working directory is removed at the end unless something failed.
 """
 
 from __future__ import annotations
 
 import os
 import random
+import shutil
 import signal
 import subprocess
 import sys
@@ -20,7 +23,7 @@ from pathlib import Path
 import orjson
 
 from app.devkafka import LocalKafka
-from app.devkafka.topics import committed_offsets, create_topic, end_offsets, seed
+from app.devkafka.topics import committed_offsets, create_topic, end_offsets, read_all, seed
 
 REPO = Path(__file__).resolve().parents[1]
 RECORDS, BATCH, PARTITIONS = 60_000, 3_000, 4
@@ -96,11 +99,44 @@ def _wait(condition: object, timeout: float, what: str) -> None:
         time.sleep(0.2)
 
 
+def _open_records(bootstrap: str) -> int:
+    """Output records inside an open transaction (high watermark minus last stable offset)."""
+    hw, lso = end_offsets(bootstrap, OUT, False), end_offsets(bootstrap, OUT, True)
+    return sum(hw[p] - lso.get(p, 0) for p in hw)
+
+
+def _kill_inside_a_transaction(bootstrap: str, bridge: subprocess.Popen[bytes]) -> None:
+    """SIGKILL at a random point, once an open transaction holds output records."""
+    share = random.uniform(0.15, 0.6)
+    _wait(lambda: _committed(bootstrap) > RECORDS * share, 180, f"{share:.0%} committed")
+    _wait(lambda: _open_records(bootstrap) > 0, 60, "an open transaction")
+    bridge.send_signal(signal.SIGKILL)
+    bridge.wait()
+    print(
+        f"demo: SIGKILL the bridge with {_open_records(bootstrap)} output records in an open "
+        f"transaction, {_committed(bootstrap)} of {RECORDS} inputs committed",
+        flush=True,
+    )
+
+
+def _leftovers(bootstrap: str) -> None:
+    """What the kill left: records a read_uncommitted reader sees and read_committed never."""
+    committed = len(read_all(bootstrap, OUT, read_committed=True))
+    everything = len(read_all(bootstrap, OUT, read_committed=False))
+    print(
+        f"demo: output topic: read_uncommitted sees {everything} records, read_committed "
+        f"{committed}: {everything - committed} aborted records, 0 of them visible to "
+        f"read_committed readers",
+        flush=True,
+    )
+
+
 def main() -> int:
     work = Path(tempfile.mkdtemp(prefix="eos-bridge-demo-"))
-    print(f"demo: starting a local Kafka broker under {work}")
+    print(f"demo: starting a local Kafka broker under {work} (first run: Maven fetches the jars)")
     with LocalKafka(work / "kafka") as kafka:
         bootstrap = kafka.bootstrap
+        print(f"demo: broker up at {bootstrap}; topics {IN} -> {OUT} (+ {DLQ})", flush=True)
         create_topic(bootstrap, IN, PARTITIONS)
         create_topic(bootstrap, OUT, PARTITIONS)
         create_topic(bootstrap, DLQ, 1)
@@ -109,17 +145,16 @@ def main() -> int:
         feeder.start()
         log = work / "bridge.log"
         bridge = _bridge(bootstrap, work / "state", log)
-        _wait(lambda: _committed(bootstrap) > RECORDS * 0.3, 120, "30% of the input committed")
-        print(f"demo: SIGKILL the bridge after {_committed(bootstrap)} of {RECORDS} committed")
-        bridge.send_signal(signal.SIGKILL)
-        bridge.wait()
+        print(f"demo: bridge running, {RECORDS} payments arriving in batches", flush=True)
+        _kill_inside_a_transaction(bootstrap, bridge)
         bridge = _bridge(bootstrap, work / "state", log)
-        print("demo: bridge restarted with the same instance id")
+        print("demo: bridge restarted with the same instance id (fences the killed one)")
         _wait(fed.is_set, 300, "the traffic to end")
         _wait(lambda: _progress(bootstrap) >= 1.0, 300, "the bridge to catch up")
         bridge.send_signal(signal.SIGTERM)
         code = bridge.wait(60)
-        print(f"demo: bridge stopped with SIGTERM, exit code {code} (log: {log})")
+        print(f"demo: bridge stopped with SIGTERM, exit code {code}")
+        _leftovers(bootstrap)
         verify = [
             sys.executable, "-m", "app.cli", "verify", "--bootstrap", bootstrap,
             "--input", IN, "--output", OUT, "--dlq", DLQ, "--id-field", "id",
@@ -127,7 +162,12 @@ def main() -> int:
         print("demo: verify ->", end=" ", flush=True)
         audit = subprocess.run(verify, check=False)
         spark = _spark_summary(bootstrap, work)
-    return audit.returncode or spark
+    failed = audit.returncode or spark or code
+    if failed:
+        print(f"demo: something failed; logs kept under {work} (bridge log: {log})")
+    else:
+        shutil.rmtree(work, ignore_errors=True)
+    return failed
 
 
 def _spark_summary(bootstrap: str, work: Path) -> int:
@@ -138,6 +178,7 @@ def _spark_summary(bootstrap: str, work: Path) -> int:
         print("demo: the spark extra is not installed; skipping the aggregation")
         return 0
     print("demo: Spark aggregation of the committed output (per user and minute):", flush=True)
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # the broker is on loopback too
     spark = work / "spark"
     args = [
         "--bootstrap", bootstrap, "--topic", OUT, "--key-field", "user", "--window", "1 minute",
