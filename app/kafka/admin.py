@@ -33,14 +33,19 @@ def cluster_metadata(conn: ConnectionSettings, timeout: float) -> ClusterMetadat
 def require_topics(
     conn: ConnectionSettings, wanted: Iterable[tuple[str, str]], timeout: float
 ) -> set[str]:
-    """Check that every ``(setting, topic)`` exists; returns every topic name there is."""
+    """Check that every ``(setting, topic)`` exists; returns every topic name there is.
+
+    ``setting`` names where the topic came from (a setting or an option; empty for a tool's
+    only topic argument), so the message says what to correct.
+    """
     existing = set(cluster_metadata(conn, timeout).topics)
     for setting, topic in wanted:
         if topic not in existing:
             close = [t for t in sorted(existing) if _similar(t, topic)][:1]
             hint = f" (did you mean {close[0]!r}?)" if close else ""
+            where = f"{setting}: " if setting else ""
             raise ConfigError(
-                f"{setting}: topic {topic!r} does not exist on {conn.bootstrap_servers}{hint}; "
+                f"{where}topic {topic!r} does not exist on {conn.bootstrap_servers}{hint}; "
                 f"create it first (eos-bridge topics create; the bridge never auto-creates topics)"
             )
     return existing

@@ -13,6 +13,7 @@ from typing import TypeAlias
 
 from app.cli_settings import settings_epilog
 from app.config import ConnectionSettings, load_connection
+from app.errors import ConfigError
 
 EXIT_OK, EXIT_FOUND, EXIT_USAGE = 0, 1, 2
 DEFAULT_TIMEOUT = 15.0
@@ -64,4 +65,6 @@ def add_connection_args(
 def connection(args: argparse.Namespace) -> ConnectionSettings:
     """The connection settings, with ``--bootstrap`` over the environment and the file."""
     overrides = {"bootstrap_servers": args.bootstrap} if args.bootstrap else {}
+    if args.config is not None and not args.config.exists():
+        raise ConfigError(f"config file {args.config} does not exist")
     return load_connection(args.config, **overrides)

@@ -1,4 +1,4 @@
-"""``eos-bridge produce TOPIC [FILE]``: JSON lines from a file or stdin, optionally keyed.
+"""``eos-bridge produce TOPIC [--file FILE]``: JSON lines from a file or stdin, optionally keyed.
 
 Every line is checked before the first record is sent, so a bad line leaves the topic
 untouched: a mistake costs a re-run, not a half-fed topic.
@@ -31,7 +31,7 @@ def add_parser(sub: Subparsers) -> None:
     """Register ``produce``."""
     parser = tool_parser(sub, "produce", "produce JSON lines (one record per line) to a topic")
     parser.add_argument("topic")
-    parser.add_argument("file", nargs="?", default="-", help="JSON lines file; - = stdin")
+    parser.add_argument("--file", default="-", help="JSON lines file (default: - = stdin)")
     keys = parser.add_mutually_exclusive_group()
     keys.add_argument("--key-field", metavar="FIELD", help="key = this field of each value")
     keys.add_argument("--tab-key", action="store_true", help="lines are KEY<TAB>VALUE")
@@ -106,7 +106,7 @@ def run(args: argparse.Namespace) -> int:
                 records = parse_lines(handle, args.file, args.key_field, args.tab_key, args.raw)
         except OSError as exc:
             raise ConfigError(f"cannot read {args.file}: {exc.strerror}") from None
-    require_topics(conn, [("topic", args.topic)], args.timeout)
+    require_topics(conn, [("", args.topic)], args.timeout)
     try:
         seed(
             conn.client_config(), args.topic, [r.value for r in records],

@@ -64,7 +64,7 @@ def render(msg: Any, fmt: str) -> str:
 def run(args: argparse.Namespace) -> int:
     """Print records until ``--max``, the end (``--exit-at-end``) or Ctrl-C."""
     conn = connection(args)
-    require_topics(conn, [("topic", args.topic)], args.timeout)
+    require_topics(conn, [("", args.topic)], args.timeout)
     committed = not args.uncommitted
     config = conn.client_config()
     consumer = Consumer(
