@@ -59,7 +59,9 @@ def unknown_env_warnings(environ: Mapping[str, str]) -> list[str]:
         head = var.split("__", 1)[0] if "__" in var[len(ENV_PREFIX) :] else var
         if head in known:
             continue
-        close = difflib.get_close_matches(head, sorted(known - {env_name("fault_abort_every")}), 1)
-        hint = f"; did you mean {close[0]}?" if close else ""
+        # Compared without the shared prefix, which would make everything look alike.
+        names = sorted(n.removeprefix(ENV_PREFIX) for n in known - {env_name("fault_abort_every")})
+        close = difflib.get_close_matches(head.removeprefix(ENV_PREFIX), names, 1)
+        hint = f"; did you mean {ENV_PREFIX}{close[0]}?" if close else ""
         warnings.append(f"{var} is not a setting of eos-bridge and is ignored{hint}")
     return warnings
