@@ -151,3 +151,18 @@ def test_blocks_and_markers_are_extracted(tmp_path: Path) -> None:
         (False, False, None),
     ]  # fmt: skip
     assert any(b.background for b in BLOCKS if b.path.name == "README.md")
+
+
+def test_a_failing_block_and_an_unclean_stop_fail_the_test(tmp_path: Path) -> None:
+    """The harness can fail: a non-zero exit, and a background command that Ctrl-C kills."""
+    session = DocSession(tmp_path)
+    doc = tmp_path / "doc.md"
+    try:
+        with pytest.raises(pytest.fail.Exception, match=r"doc.md:1: exit code 3"):
+            session.run(Block(doc, 1, "true\nexit 3\n"))
+        forever = "trap 'exit 7' INT\nwhile true; do sleep 1; done\n"
+        session.run(Block(doc, 5, forever, background=True))
+        with pytest.raises(pytest.fail.Exception, match=r"doc.md:5: exit code 7 after Ctrl-C"):
+            session.ctrl_c()
+    finally:
+        session.close()
