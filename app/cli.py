@@ -56,9 +56,10 @@ def cmd_check_config(args: argparse.Namespace) -> int:
     if args.check_topics:
         require_topics(settings, wanted_topics(settings), settings.startup_timeout)
     print(json.dumps(settings.masked(), indent=2, default=str))
-    kind = "stateful" if pipeline.stateful else "stateless"
+    steps = f"{len(pipeline)} {'stateful' if pipeline.stateful else 'stateless'} step(s)"
     topics = ", topics exist" if args.check_topics else ""
-    print(f"eos-bridge: configuration ok: {len(pipeline)} {kind} step(s){topics}", file=sys.stderr)
+    summary = f"pipeline of {steps}" if len(pipeline) else "passthrough pipeline"
+    print(f"eos-bridge: configuration ok: {summary}{topics}", file=sys.stderr)
     return 0
 
 

@@ -9,9 +9,7 @@ from pydantic_settings import BaseSettings
 
 from app.config import ENV_PREFIX, BridgeSettings
 
-# Variables that are read outside the settings model (the file the model itself reads).
-_EXTRA_ENV = frozenset({f"{ENV_PREFIX}CONFIG_FILE"})
-_HIDDEN = frozenset({"fault_abort_every"})  # a test-only fault hook, not for users
+_HIDDEN = frozenset({"fault_abort_every"})  # a test-only fault hook: accepted, never offered
 
 
 def env_name(field: str) -> str:
@@ -50,8 +48,8 @@ def unknown_env_warnings(environ: Mapping[str, str]) -> list[str]:
     Nested maps are allowed (``BRIDGE_KAFKA__SECURITY.PROTOCOL``): only the part before the
     ``__`` must be a setting.
     """
-    known = {env_name(n) for n in BridgeSettings.model_fields if n not in _HIDDEN}
-    known |= _EXTRA_ENV | {env_name("fault_abort_every")}
+    offered = [n for n in BridgeSettings.model_fields if n not in _HIDDEN] + ["config_file"]
+    known = {env_name(n) for n in BridgeSettings.model_fields} | {env_name("config_file")}
     warnings = []
     for var in sorted(environ):
         if not var.startswith(ENV_PREFIX):
@@ -59,9 +57,8 @@ def unknown_env_warnings(environ: Mapping[str, str]) -> list[str]:
         head = var.split("__", 1)[0] if "__" in var[len(ENV_PREFIX) :] else var
         if head in known:
             continue
-        # Compared without the shared prefix, which would make everything look alike.
-        names = sorted(n.removeprefix(ENV_PREFIX) for n in known - {env_name("fault_abort_every")})
-        close = difflib.get_close_matches(head.removeprefix(ENV_PREFIX), names, 1)
-        hint = f"; did you mean {ENV_PREFIX}{close[0]}?" if close else ""
+        # Compared without the shared prefix, which would make every name look alike.
+        close = difflib.get_close_matches(head.removeprefix(ENV_PREFIX).lower(), offered, 1)
+        hint = f"; did you mean {env_name(close[0])}?" if close else ""
         warnings.append(f"{var} is not a setting of eos-bridge and is ignored{hint}")
     return warnings

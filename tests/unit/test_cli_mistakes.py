@@ -66,7 +66,7 @@ def test_run_with_a_broken_pipeline_logs_one_error_and_exits_2(modules: dict[str
 def test_check_config_compiles_a_good_pipeline(modules: dict[str, str]) -> None:
     result = eos_bridge("check-config", "--pipeline", "good:pipeline", env={**BASE, **modules})
     assert result.code == 0, result.stderr
-    assert "configuration ok: 1 stateless step(s)" in result.stderr
+    assert "configuration ok: pipeline of 1 stateless step(s)" in result.stderr
 
 
 def test_spec_with_an_unknown_step(tmp_path: Path) -> None:
