@@ -94,6 +94,7 @@ class BridgeSettings(ConnectionSettings):
         env_prefix=ENV_PREFIX, env_nested_delimiter="__", extra="forbid", frozen=True
     )
 
+    # NoDecode: the env var may be JSON (`["a","b"]`) or comma-separated (`a,b`).
     input_topics: Annotated[list[str], NoDecode] = Field(min_length=1, description="topics to read")
     output_topic: str = Field(min_length=1, description="default output topic")
     dlq_topic: str | None = Field(None, description="dead-letter topic; default <output>.dlq")
