@@ -1,20 +1,35 @@
-"""The ``eos-bridge`` command line: one sub-command per job."""
+"""The ``eos-bridge`` command line: one sub-command per job.
+
+Exit codes: 0 success; 1 ``verify`` found a violation (``dev-kafka status``: not running);
+2 a usage, configuration or connection mistake (one line on stderr, never a traceback);
+``run`` adds 3 (fatal Kafka error) and 4 (record failure with ``on_error=fail``).
+"""
 
 from __future__ import annotations
 
 import argparse
 import json
+import logging
+import os
 import sys
 from collections.abc import Sequence
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
+from confluent_kafka import KafkaException
+
 from app import logs, verify
-from app.config import load_settings
+from app.cli_settings import settings_epilog, unknown_env_warnings
+from app.config import BridgeSettings, load_settings
 from app.devkafka import command as dev_kafka
 from app.errors import ConfigError
+from app.kafka.errors import describe
+from app.tools import lag, produce, tail, topics
+
+EXIT_USAGE = 2
 
 
-def _settings(args: argparse.Namespace):  # type: ignore[no-untyped-def]
+def _settings(args: argparse.Namespace) -> BridgeSettings:
     overrides = {}
     if getattr(args, "pipeline", None):
         overrides["pipeline"] = args.pipeline
@@ -24,34 +39,35 @@ def _settings(args: argparse.Namespace):  # type: ignore[no-untyped-def]
 def cmd_run(args: argparse.Namespace) -> int:
     from app import runner
 
-    try:
-        settings = _settings(args)
-    except ConfigError as exc:
-        print(f"eos-bridge: {exc}", file=sys.stderr)
-        return runner.EXIT_CONFIG
+    settings = _settings(args)
     logs.setup(settings.log_level, settings.log_format)
+    for warning in unknown_env_warnings(os.environ):
+        logging.getLogger("app.config").warning("%s", warning)
     return runner.run(settings)
 
 
 def cmd_check_config(args: argparse.Namespace) -> int:
-    try:
-        settings = _settings(args)
-    except ConfigError as exc:
-        print(f"eos-bridge: {exc}", file=sys.stderr)
-        return 2
+    """Validate the settings, compile the pipeline and optionally check the topics exist."""
+    from app.kafka.admin import require_topics
+    from app.runner import build_pipeline, wanted_topics
+
+    settings = _settings(args)
+    pipeline = build_pipeline(settings)
+    if args.check_topics:
+        require_topics(settings, wanted_topics(settings), settings.startup_timeout)
     print(json.dumps(settings.masked(), indent=2, default=str))
+    steps = f"{len(pipeline)} {'stateful' if pipeline.stateful else 'stateless'} step(s)"
+    topics = ", topics exist" if args.check_topics else ""
+    summary = f"pipeline of {steps}" if len(pipeline) else "passthrough pipeline"
+    print(f"eos-bridge: configuration ok: {summary}{topics}", file=sys.stderr)
     return 0
 
 
 def cmd_reset_state(args: argparse.Namespace) -> int:
     from app.state import reset_state
 
-    try:
-        settings = _settings(args)
-        reset_state(settings)
-    except ConfigError as exc:
-        print(f"eos-bridge: {exc}", file=sys.stderr)
-        return 2
+    settings = _settings(args)
+    reset_state(settings)
     print(
         f"eos-bridge: local state of group {settings.group_id!r} under {settings.state_dir} wiped"
     )
@@ -72,25 +88,43 @@ def cmd_spark(args: argparse.Namespace) -> int:
     return code
 
 
+def _bridge_command(
+    sub: argparse._SubParsersAction[argparse.ArgumentParser], name: str, help: str
+) -> argparse.ArgumentParser:
+    """A sub-command that reads every bridge setting; its ``--help`` lists them all."""
+    parser = sub.add_parser(
+        name,
+        help=help,
+        description=help,
+        epilog=settings_epilog(BridgeSettings),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--config", type=Path, help="YAML/JSON config file (or BRIDGE_CONFIG_FILE)")
+    return parser
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="eos-bridge", description="Exactly-once Kafka bridge")
+    parser.add_argument("--version", action="version", version=f"eos-bridge {_version()}")
     sub = parser.add_subparsers(dest="command", required=True)
 
-    run = sub.add_parser("run", help="run the bridge (config from BRIDGE_* env / --config)")
-    run.add_argument("--config", type=Path, help="YAML/JSON config file (or BRIDGE_CONFIG_FILE)")
+    run = _bridge_command(sub, "run", "run the bridge (config from BRIDGE_* env / --config)")
     run.add_argument("--pipeline", help="Python pipeline as module:attr (or BRIDGE_PIPELINE)")
     run.set_defaults(func=cmd_run)
 
-    check = sub.add_parser("check-config", help="print the effective config, secrets masked")
-    check.add_argument("--config", type=Path)
-    check.add_argument("--pipeline")
+    check = _bridge_command(
+        sub, "check-config", "print the effective config (secrets masked), compile the pipeline"
+    )
+    check.add_argument("--pipeline", help="Python pipeline as module:attr (or BRIDGE_PIPELINE)")
+    check.add_argument(
+        "--check-topics", action="store_true", help="also check that every topic exists"
+    )
     check.set_defaults(func=cmd_check_config)
 
     verify.add_parser(sub)
-    reset = sub.add_parser(
-        "reset-state", help="wipe local state on purpose (it is rebuilt from the changelogs)"
+    reset = _bridge_command(
+        sub, "reset-state", "wipe local state on purpose (it is rebuilt from the changelogs)"
     )
-    reset.add_argument("--config", type=Path)
     reset.set_defaults(func=cmd_reset_state)
 
     spark = sub.add_parser("spark", help="run a Spark job: stream | backfill (then its options)")
@@ -98,14 +132,36 @@ def build_parser() -> argparse.ArgumentParser:
     spark.add_argument("job_args", nargs=argparse.REMAINDER)
     spark.set_defaults(func=cmd_spark)
 
+    for tool in (topics, produce, tail, lag):
+        tool.add_parser(sub)
     dev_kafka.add_parser(sub)
     return parser
 
 
+def _version() -> str:
+    try:
+        return version("eos-bridge")
+    except PackageNotFoundError:  # running from a source tree that was never installed
+        return "unknown (not installed)"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the console script."""
+    """Entry point of the console script: user mistakes become one line and exit 2."""
     args = build_parser().parse_args(argv)
-    code: int = args.func(args)
+    if args.command != "run":  # run logs them, in the configured log format
+        for warning in unknown_env_warnings(os.environ):
+            print(f"eos-bridge: warning: {warning}", file=sys.stderr)
+    name = " ".join(p for p in (args.command, getattr(args, "action", None)) if p)
+    try:
+        code: int = args.func(args)
+    except ConfigError as exc:
+        print(f"eos-bridge {name}: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except KafkaException as exc:  # the tools talk to Kafka directly
+        print(f"eos-bridge {name}: {describe(exc)}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        return 130
     return code
 
 

@@ -10,7 +10,7 @@ import json
 import os
 import socket
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import (
@@ -29,14 +29,71 @@ ENV_PREFIX = "BRIDGE_"
 KafkaValue = str | int | float | bool
 
 
-class BridgeSettings(BaseSettings):
+_S = TypeVar("_S", bound="ConnectionSettings")
+
+
+class ConnectionSettings(BaseSettings):
+    """How to reach Kafka: the part of the settings every command shares (``run``, ``verify``,
+    ``topics``, ``produce``, ``tail``, ``lag``). Other ``BRIDGE_*`` settings are ignored here."""
+
+    model_config = SettingsConfigDict(
+        env_prefix=ENV_PREFIX, env_nested_delimiter="__", extra="ignore", frozen=True
+    )
+
+    bootstrap_servers: str = Field("127.0.0.1:19092", description="Kafka bootstrap servers")
+    sasl_username: str | None = Field(None, description="SASL user name")
+    sasl_password: SecretStr | None = Field(None, description="SASL password (never logged)")
+    kafka: dict[str, KafkaValue] = Field(
+        default_factory=dict, description="librdkafka settings of every client (TLS, SASL)"
+    )
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        sources: list[PydanticBaseSettingsSource] = [init_settings, env_settings]
+        config_file = os.environ.get(f"{ENV_PREFIX}CONFIG_FILE")
+        if config_file:
+            sources.append(YamlConfigSettingsSource(settings_cls, yaml_file=config_file))
+        return tuple(sources)
+
+    @field_validator("kafka")
+    @classmethod
+    def _no_forced_common_keys(cls, value: dict[str, KafkaValue]) -> dict[str, KafkaValue]:
+        _refuse_forced(value, FORCED_CONSUMER_KEYS | FORCED_PRODUCER_KEYS, "kafka")
+        return value
+
+    def client_common(self) -> dict[str, KafkaValue]:
+        """librdkafka settings shared by both clients, credentials included (never logged)."""
+        common = dict(self.kafka)
+        if self.sasl_username is not None:
+            common["sasl.username"] = self.sasl_username
+        if self.sasl_password is not None:
+            common["sasl.password"] = self.sasl_password.get_secret_value()
+        return common
+
+    def client_config(self) -> dict[str, KafkaValue]:
+        """A complete librdkafka configuration for a plain client of the tools and checks.
+
+        librdkafka's own log lines are limited to critical ones (``log_level`` 2, unless the
+        ``kafka`` map says otherwise): a refused connection then surfaces once, as the error
+        the command reports, instead of as a stream of ``%3|FAIL`` lines.
+        """
+        return {"log_level": 2, **self.client_common(), "bootstrap.servers": self.bootstrap_servers}
+
+
+class BridgeSettings(ConnectionSettings):
     """Every setting of the bridge. Env var = ``BRIDGE_`` + upper-cased name."""
 
     model_config = SettingsConfigDict(
         env_prefix=ENV_PREFIX, env_nested_delimiter="__", extra="forbid", frozen=True
     )
 
-    bootstrap_servers: str = Field("127.0.0.1:19092", description="Kafka bootstrap servers")
     # NoDecode: the env var may be JSON (`["a","b"]`) or comma-separated (`a,b`).
     input_topics: Annotated[list[str], NoDecode] = Field(min_length=1, description="topics to read")
     output_topic: str = Field(min_length=1, description="default output topic")
@@ -72,29 +129,15 @@ class BridgeSettings(BaseSettings):
     log_format: Literal["text", "json"] = "text"
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
 
-    sasl_username: str | None = None
-    sasl_password: SecretStr | None = None
-    kafka: dict[str, KafkaValue] = Field(default_factory=dict, description="librdkafka, both")
-    consumer: dict[str, KafkaValue] = Field(default_factory=dict, description="librdkafka")
-    producer: dict[str, KafkaValue] = Field(default_factory=dict, description="librdkafka")
+    consumer: dict[str, KafkaValue] = Field(
+        default_factory=dict, description="librdkafka settings of the consumer"
+    )
+    producer: dict[str, KafkaValue] = Field(
+        default_factory=dict, description="librdkafka settings of the producer"
+    )
 
     # Test-only fault hook: abort every k-th non-empty checkpoint instead of committing it.
     fault_abort_every: int = Field(0, ge=0)
-
-    @classmethod
-    def settings_customise_sources(
-        cls,
-        settings_cls: type[BaseSettings],
-        init_settings: PydanticBaseSettingsSource,
-        env_settings: PydanticBaseSettingsSource,
-        dotenv_settings: PydanticBaseSettingsSource,
-        file_secret_settings: PydanticBaseSettingsSource,
-    ) -> tuple[PydanticBaseSettingsSource, ...]:
-        sources: list[PydanticBaseSettingsSource] = [init_settings, env_settings]
-        config_file = os.environ.get(f"{ENV_PREFIX}CONFIG_FILE")
-        if config_file:
-            sources.append(YamlConfigSettingsSource(settings_cls, yaml_file=config_file))
-        return tuple(sources)
 
     @field_validator("input_topics", mode="before")
     @classmethod
@@ -115,12 +158,6 @@ class BridgeSettings(BaseSettings):
     @classmethod
     def _no_forced_producer_keys(cls, value: dict[str, KafkaValue]) -> dict[str, KafkaValue]:
         _refuse_forced(value, FORCED_PRODUCER_KEYS, "producer")
-        return value
-
-    @field_validator("kafka")
-    @classmethod
-    def _no_forced_common_keys(cls, value: dict[str, KafkaValue]) -> dict[str, KafkaValue]:
-        _refuse_forced(value, FORCED_CONSUMER_KEYS | FORCED_PRODUCER_KEYS, "kafka")
         return value
 
     @model_validator(mode="after")
@@ -154,15 +191,6 @@ class BridgeSettings(BaseSettings):
     def transactional_id(self) -> str:
         return f"{self.transactional_id_prefix or self.group_id}-{self.instance_id}"
 
-    def client_common(self) -> dict[str, KafkaValue]:
-        """librdkafka settings shared by both clients, credentials included (never logged)."""
-        common = dict(self.kafka)
-        if self.sasl_username is not None:
-            common["sasl.username"] = self.sasl_username
-        if self.sasl_password is not None:
-            common["sasl.password"] = self.sasl_password.get_secret_value()
-        return common
-
     def masked(self) -> dict[str, Any]:
         """The effective configuration with secrets masked, for ``check-config`` and logs."""
         data = self.model_dump(mode="json")
@@ -195,6 +223,15 @@ def _refuse_forced(value: dict[str, KafkaValue], forced: frozenset[str], section
 
 def load_settings(config_file: Path | None = None, **overrides: Any) -> BridgeSettings:
     """Build the settings or raise :class:`ConfigError` with one readable line per problem."""
+    return _load(BridgeSettings, config_file, overrides)
+
+
+def load_connection(config_file: Path | None = None, **overrides: Any) -> ConnectionSettings:
+    """Only the connection settings (for the tools): the same sources as the bridge's."""
+    return _load(ConnectionSettings, config_file, overrides)
+
+
+def _load(cls: type[_S], config_file: Path | None, overrides: dict[str, Any]) -> _S:
     if config_file is not None:
         if not config_file.exists():
             raise ConfigError(f"config file {config_file} does not exist (--config)")
@@ -203,7 +240,7 @@ def load_settings(config_file: Path | None = None, **overrides: Any) -> BridgeSe
     if path and not Path(path).exists():
         raise ConfigError(f"config file {path} does not exist ({ENV_PREFIX}CONFIG_FILE)")
     try:
-        return BridgeSettings(**overrides)
+        return cls(**overrides)
     except ValidationError as exc:
         raise ConfigError(format_validation_error(exc)) from None
     except (SettingsError, json.JSONDecodeError) as exc:  # e.g. malformed JSON in an env var

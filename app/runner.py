@@ -11,15 +11,14 @@ import signal
 from types import FrameType
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaException, Producer
-from confluent_kafka.admin import AdminClient
+from confluent_kafka import Consumer, Producer
 
 from app.checkpoint import Checkpoint
 from app.config import BridgeSettings
 from app.errors import BridgeError, ConfigError, KafkaFatalError, RecordError
 from app.health import Health, serve
+from app.kafka.admin import require_topics
 from app.kafka.defaults import consumer_config, producer_config
-from app.kafka.errors import describe
 from app.loop import Bridge
 from app.metrics import Metrics
 from app.output import Output
@@ -43,29 +42,16 @@ def build_pipeline(settings: BridgeSettings) -> Pipeline:
 
 def preflight(settings: BridgeSettings) -> set[str]:
     """Check the broker answers and the topics exist; returns every topic name there is."""
-    admin = AdminClient(
-        {"bootstrap.servers": settings.bootstrap_servers, **settings.client_common()}
-    )
-    try:
-        meta = admin.list_topics(timeout=settings.startup_timeout)
-    except KafkaException as exc:
-        raise ConfigError(
-            f"cannot reach Kafka at bootstrap_servers={settings.bootstrap_servers!r} "
-            f"(BRIDGE_BOOTSTRAP_SERVERS) within startup_timeout={settings.startup_timeout:.0f}s: "
-            f"{describe(exc)}. Check the address, the network and the credentials."
-        ) from None
-    existing = set(meta.topics)
+    return require_topics(settings, wanted_topics(settings), settings.startup_timeout)
+
+
+def wanted_topics(settings: BridgeSettings) -> list[tuple[str, str]]:
+    """``(setting, topic)`` for every topic the bridge needs to exist before it starts."""
     wanted = [("input_topics", t) for t in settings.input_topics]
     wanted += [("output_topic", settings.output_topic)]
     if settings.on_error == "dlq":
         wanted += [("dlq_topic", settings.dead_letter_topic)]
-    for setting, topic in wanted:
-        if topic not in existing:
-            raise ConfigError(
-                f"{setting}: topic {topic!r} does not exist on {settings.bootstrap_servers}; "
-                f"create it first (the bridge never auto-creates topics)"
-            )
-    return existing
+    return wanted
 
 
 def make_state(settings: BridgeSettings, pipeline: Pipeline, producer: Any) -> StateBackend:
@@ -151,11 +137,19 @@ def run(settings: BridgeSettings) -> int:
     """Run until SIGTERM/SIGINT; returns the process exit code."""
     metrics = Metrics()
     health = Health(stale_after=max(30.0, 5 * settings.commit_interval))
-    server = (
-        serve(settings.http_host, settings.http_port, health, metrics)
-        if settings.http_port
-        else None
-    )
+    try:
+        server = (
+            serve(settings.http_host, settings.http_port, health, metrics)
+            if settings.http_port
+            else None
+        )
+    except OSError as exc:  # typically EADDRINUSE: another process holds the port
+        log.error(
+            "http_port (BRIDGE_HTTP_PORT): cannot listen on %s:%d: %s; choose a free port "
+            "or 0 to turn the endpoints off",
+            settings.http_host, settings.http_port, exc.strerror or exc,
+        )  # fmt: skip
+        return EXIT_CONFIG
     log.info("starting eos-bridge: %s", {k: v for k, v in settings.masked().items() if v})
     try:
         bridge = build(settings, metrics, health)

@@ -14,8 +14,13 @@ from dataclasses import asdict, dataclass, field
 
 import orjson
 
+from app.cli_settings import settings_epilog
+from app.config import ConnectionSettings
 from app.devkafka.topics import KafkaRecord, read_all
+from app.errors import ConfigError
+from app.kafka.admin import require_topics
 from app.output import H_OFFSET, H_PARTITION, H_TOPIC
+from app.tools.connect import DEFAULT_TIMEOUT, add_connection_args, connection
 
 
 @dataclass(slots=True)
@@ -108,28 +113,38 @@ def _source_of(record: KafkaRecord) -> tuple[str, int, int] | None:
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    parser = sub.add_parser("verify", help="audit input vs output vs dead-letter topics")
-    parser.add_argument("--bootstrap", required=True)
+    parser = sub.add_parser(
+        "verify",
+        help="audit input vs output vs dead-letter topics",
+        description="Audit input vs output vs dead-letter topics (read_committed). Exit codes: "
+        "0 every input accounted for, 1 a violation, 2 a usage or connection mistake.",
+        epilog=settings_epilog(ConnectionSettings, "connection settings"),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    add_connection_args(parser, timeout=False)
     parser.add_argument("--input", action="append", required=True, help="input topic (repeat)")
     parser.add_argument("--output", action="append", required=True, help="output topic (repeat)")
     parser.add_argument("--dlq", action="append", default=[], help="dead-letter topic (repeat)")
     parser.add_argument("--id-field", help="JSON field holding the record id")
     parser.add_argument("--id-header", help="header holding the record id")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
-    parser.add_argument("--timeout", type=float, default=300.0)
+    parser.add_argument("--timeout", type=float, default=300.0, help="seconds to read the topics")
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    """Exit 0 when the audit passes, 1 on any violation, 2 on bad arguments."""
+    """Exit 0 when the audit passes, 1 on any violation, 2 on bad arguments or connection."""
     try:
         record_id = IdExtractor(args.id_field, args.id_header)
     except ValueError as exc:
-        print(f"eos-bridge verify: {exc}")
-        return 2
-    inputs = read_all(args.bootstrap, args.input, True, args.timeout)
-    outputs = read_all(args.bootstrap, args.output, True, args.timeout)
-    dead = read_all(args.bootstrap, args.dlq, True, args.timeout) if args.dlq else []
+        raise ConfigError(str(exc)) from None
+    conn = connection(args)
+    wanted = [(f"--{opt}", t) for opt in ("input", "output", "dlq") for t in getattr(args, opt)]
+    require_topics(conn, wanted, DEFAULT_TIMEOUT)
+    config = conn.client_config()
+    inputs = read_all(config, args.input, True, args.timeout)
+    outputs = read_all(config, args.output, True, args.timeout)
+    dead = read_all(config, args.dlq, True, args.timeout) if args.dlq else []
     report = audit(inputs, outputs, dead, record_id)
     if args.json:
         print(json.dumps({**asdict(report), "ok": report.ok}, indent=2))

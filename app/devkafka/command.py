@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -11,15 +12,23 @@ from app.devkafka.jars import EnvironmentProblem, cache_home
 from app.devkafka.security import write_client_settings
 
 DEFAULT_PORT = 19092
+# Another place and port for a second dev broker (the doc tests run README's commands on one).
+DIR_ENV, PORT_ENV = "EOS_BRIDGE_DEV_KAFKA_DIR", "EOS_BRIDGE_DEV_KAFKA_PORT"
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Register ``dev-kafka`` on the top-level CLI."""
     parser = sub.add_parser("dev-kafka", help="start/stop a local Kafka broker for development")
     parser.add_argument("action", choices=["start", "stop", "status"])
-    parser.add_argument("--dir", type=Path, default=cache_home() / "dev-kafka")
+    default_dir = Path(os.environ.get(DIR_ENV) or cache_home() / "dev-kafka")
+    parser.add_argument("--dir", type=Path, default=default_dir, help=f"default: ${DIR_ENV}")
     parser.add_argument("--brokers", type=int, choices=[1, 3], default=1)
-    parser.add_argument("--port", type=int, default=DEFAULT_PORT, help="client port of broker 1")
+    parser.add_argument(
+        "--port",
+        type=int,
+        default=int(os.environ.get(PORT_ENV) or DEFAULT_PORT),
+        help=f"client port of broker 1 (default ${PORT_ENV} or {DEFAULT_PORT})",
+    )
     parser.add_argument(
         "--secure",
         action="store_true",

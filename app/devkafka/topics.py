@@ -17,6 +17,16 @@ _COORDINATOR_MOVING = {
 }
 
 
+# A bootstrap address, or a whole librdkafka client configuration (SASL, TLS...).
+Connection = str | Mapping[str, Any]
+
+
+def client_config(conn: Connection, **extra: Any) -> dict[str, Any]:
+    """A librdkafka configuration for ``conn`` plus ``extra``."""
+    base = {"bootstrap.servers": conn} if isinstance(conn, str) else dict(conn)
+    return {**base, **extra}
+
+
 @dataclass(slots=True, frozen=True)
 class KafkaRecord:
     """One record as read back from a topic."""
@@ -39,7 +49,7 @@ class KafkaRecord:
 
 
 def create_topic(
-    bootstrap: str,
+    conn: Connection,
     name: str,
     partitions: int = 1,
     replication: int = 1,
@@ -47,7 +57,7 @@ def create_topic(
     timeout: float = 30.0,
 ) -> None:
     """Create a topic and wait until its metadata shows every partition with a leader."""
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin = AdminClient(client_config(conn))
     spec = NewTopic(name, partitions, replication, config=dict(config or {}))
     admin.create_topics([spec], operation_timeout=timeout)[name].result(timeout)
     deadline = time.monotonic() + timeout
@@ -60,9 +70,9 @@ def create_topic(
     raise TimeoutError(f"topic {name!r} has no leader for every partition after {timeout}s")
 
 
-def partitions_of(bootstrap: str, topic: str, timeout: float = 10.0) -> list[int]:
+def partitions_of(conn: Connection, topic: str, timeout: float = 10.0) -> list[int]:
     """Partition ids of ``topic``; raises KeyError when the topic does not exist."""
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin = AdminClient(client_config(conn))
     meta = admin.list_topics(topic, timeout=timeout).topics.get(topic)
     if meta is None or meta.error is not None:
         raise KeyError(f"topic {topic!r} does not exist")
@@ -70,7 +80,7 @@ def partitions_of(bootstrap: str, topic: str, timeout: float = 10.0) -> list[int
 
 
 def seed(
-    bootstrap: str,
+    conn: Connection,
     topic: str,
     values: Sequence[bytes | None],
     keys: Sequence[bytes | None] | None = None,
@@ -78,9 +88,7 @@ def seed(
     headers: Sequence[Sequence[tuple[str, bytes]]] | None = None,
 ) -> None:
     """Produce ``values`` (idempotently, acks=all) and fail loudly on any delivery error."""
-    producer = Producer(
-        {"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 5}
-    )
+    producer = Producer(client_config(conn, **{"enable.idempotence": True, "linger.ms": 5}))
     errors: list[str] = []
 
     def on_delivery(err: Any, _msg: Any) -> None:
@@ -107,30 +115,30 @@ def seed(
 
 
 def end_offsets(
-    bootstrap: str, topic: str, read_committed: bool = True, timeout: float = 10.0
+    conn: Connection, topic: str, read_committed: bool = True, timeout: float = 10.0
 ) -> dict[int, int]:
     """Per-partition end offset: the last stable offset with read_committed, else high watermark."""
-    consumer = _consumer(bootstrap, read_committed)
+    consumer = _consumer(conn, read_committed)
     try:
         return {
             p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout)[1]
-            for p in partitions_of(bootstrap, topic)
+            for p in partitions_of(conn, topic)
         }
     finally:
         consumer.close()
 
 
 def committed_offsets(
-    bootstrap: str, group: str, topic: str, timeout: float = 30.0
+    conn: Connection, group: str, topic: str, timeout: float = 30.0
 ) -> dict[int, int]:
     """The group's committed offset per partition (-1001 = none).
 
     Retries retriable errors (coordinator loading or moving) until ``timeout``.
     """
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
+    consumer = Consumer(client_config(conn, **{"group.id": group}))
     deadline = time.monotonic() + timeout
     try:
-        tps = [TopicPartition(topic, p) for p in partitions_of(bootstrap, topic)]
+        tps = [TopicPartition(topic, p) for p in partitions_of(conn, topic)]
         while True:
             try:
                 return {tp.partition: tp.offset for tp in consumer.committed(tps, timeout=10)}
@@ -145,7 +153,7 @@ def committed_offsets(
 
 
 def read_all(
-    bootstrap: str,
+    conn: Connection,
     topics: str | Iterable[str],
     read_committed: bool = True,
     timeout: float = 60.0,
@@ -156,11 +164,11 @@ def read_all(
     by "saw the last record": the last offset may be a transaction marker.
     """
     names = [topics] if isinstance(topics, str) else list(topics)
-    consumer = _consumer(bootstrap, read_committed)
+    consumer = _consumer(conn, read_committed)
     try:
         ends: dict[tuple[str, int], int] = {}
         for name in names:
-            for p, end in end_offsets(bootstrap, name, read_committed).items():
+            for p, end in end_offsets(conn, name, read_committed).items():
                 if end > 0:
                     ends[(name, p)] = end
         consumer.assign([TopicPartition(t, p, 0) for t, p in ends])
@@ -185,16 +193,14 @@ def read_all(
         consumer.close()
 
 
-def _consumer(bootstrap: str, read_committed: bool) -> Consumer:
-    return Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": "eos-bridge-reader",  # never joins or commits: assign() only
-            "enable.auto.commit": False,
-            "enable.partition.eof": False,
-            "isolation.level": "read_committed" if read_committed else "read_uncommitted",
-        }
-    )
+def _consumer(conn: Connection, read_committed: bool) -> Consumer:
+    settings = {
+        "group.id": "eos-bridge-reader",  # never joins or commits: assign() only
+        "enable.auto.commit": False,
+        "enable.partition.eof": False,
+        "isolation.level": "read_committed" if read_committed else "read_uncommitted",
+    }
+    return Consumer(client_config(conn, **settings))
 
 
 def _record(msg: Any) -> KafkaRecord:

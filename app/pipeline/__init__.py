@@ -6,6 +6,7 @@ YAML (:func:`app.pipeline.spec.compile_spec`); both produce the same steps.
 
 from app.pipeline.builder import Pipeline, load_pipeline
 from app.pipeline.record import Row
+from app.pipeline.record_steps import Record
 from app.pipeline.steps import Step, StepContext
 
-__all__ = ["Pipeline", "Row", "Step", "StepContext", "load_pipeline"]
+__all__ = ["Pipeline", "Record", "Row", "Step", "StepContext", "load_pipeline"]

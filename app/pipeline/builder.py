@@ -7,6 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 from app.errors import ConfigError
+from app.pipeline.record_steps import RecordApply, RecordFilter
 from app.pipeline.steps import Apply, Filter, Step
 
 
@@ -30,19 +31,24 @@ class Pipeline:
         self.steps.append(step)
         return self
 
-    def filter(self, predicate: Callable[[Any], Any]) -> Pipeline:
-        return self.then(Filter(predicate))
+    # record=True: the function gets a Record (value, key, headers, timestamp, topic,
+    # partition, offset) instead of the value alone; see app/pipeline/record_steps.py.
 
-    def map(self, fn: Callable[[Any], Any]) -> Pipeline:
+    def filter(self, predicate: Callable[[Any], Any], record: bool = False) -> Pipeline:
+        """Keep the records for which ``predicate`` is true."""
+        return self.then(RecordFilter(predicate) if record else Filter(predicate))
+
+    def map(self, fn: Callable[[Any], Any], record: bool = False) -> Pipeline:
         """Replace the value; None drops the record, a list fans out."""
-        return self.then(Apply(fn))
+        return self.then(RecordApply(fn) if record else Apply(fn))
 
-    def key_by(self, fn: Callable[[Any], Any]) -> Pipeline:
-        return self.then(Apply(fn, target="key", name="key_by"))
+    def key_by(self, fn: Callable[[Any], Any], record: bool = False) -> Pipeline:
+        """Set the output key."""
+        return self.then(_apply(fn, record, target="key", name="key_by"))
 
-    def route(self, fn: Callable[[Any], str | None]) -> Pipeline:
+    def route(self, fn: Callable[[Any], str | None], record: bool = False) -> Pipeline:
         """Choose the output topic per record (None = the configured output topic)."""
-        return self.then(Apply(fn, target="topic", name="route"))
+        return self.then(_apply(fn, record, target="topic", name="route"))
 
     # Stateful steps (app.state.steps, imported here lazily: app.state imports this module).
     # Times are in seconds; ``name`` names the store and its changelog topic: keep it stable.
@@ -80,6 +86,12 @@ class Pipeline:
         return len(self.steps)
 
 
+def _apply(fn: Callable[[Any], Any], record: bool, target: str, name: str) -> Step:
+    if record:
+        return RecordApply(fn, target=target, name=name)
+    return Apply(fn, target=target, name=name)
+
+
 class WindowBuilder:
     """``Pipeline.window(...)`` waiting for its ``.aggregate(kind, of)``."""
 
@@ -111,7 +123,16 @@ def load_pipeline(target: str) -> Pipeline:
     try:
         module = importlib.import_module(module_name)
     except ImportError as exc:
-        raise ConfigError(f"pipeline {target!r}: cannot import {module_name!r}: {exc}") from None
+        raise ConfigError(
+            f"pipeline {target!r}: cannot import {module_name!r}: {exc} "
+            f"(is its directory on PYTHONPATH?)"
+        ) from None
+    except SyntaxError as exc:
+        where = f"{exc.filename}:{exc.lineno}"
+        raise ConfigError(f"pipeline {target!r}: syntax error in {where}: {exc.msg}") from None
+    except Exception as exc:  # the module's own top-level code may raise anything
+        kind = type(exc).__name__
+        raise ConfigError(f"pipeline {target!r}: importing it raised {kind}: {exc}") from None
     try:
         obj = getattr(module, attr)
     except AttributeError:

@@ -1,0 +1,64 @@
+"""What the command line says about settings: ``--help`` tables and misspelled variables."""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Mapping
+
+from pydantic_settings import BaseSettings
+
+from app.config import ENV_PREFIX, BridgeSettings
+
+_HIDDEN = frozenset({"fault_abort_every"})  # a test-only fault hook: accepted, never offered
+
+
+def env_name(field: str) -> str:
+    """The environment variable of a setting: ``BRIDGE_`` + the upper-cased name."""
+    return ENV_PREFIX + field.upper()
+
+
+def settings_epilog(model: type[BaseSettings], title: str = "settings") -> str:
+    """A ``--help`` epilog listing every setting of ``model`` with its env variable."""
+    rows = []
+    for name, info in model.model_fields.items():
+        if name in _HIDDEN:
+            continue
+        default = (
+            "required"
+            if info.is_required()
+            else _default(info.get_default(call_default_factory=True))
+        )
+        rows.append((env_name(name), f"{info.description or name.replace('_', ' ')} [{default}]"))
+    width = max(len(env) for env, _ in rows)
+    lines = [f"{title} (environment, or the same names in the --config file):"]
+    lines += [f"  {env:<{width}}  {text}" for env, text in rows]
+    lines.append(f"  {env_name('config_file'):<{width}}  YAML/JSON config file (like --config)")
+    return "\n".join(lines)
+
+
+def _default(value: object) -> str:
+    if value is None or value == {}:
+        return "unset"
+    return str(value)
+
+
+def unknown_env_warnings(environ: Mapping[str, str]) -> list[str]:
+    """One warning per ``BRIDGE_*`` variable that names no setting, with the closest one.
+
+    Nested maps are allowed (``BRIDGE_KAFKA__SECURITY.PROTOCOL``): only the part before the
+    ``__`` must be a setting.
+    """
+    offered = [n for n in BridgeSettings.model_fields if n not in _HIDDEN] + ["config_file"]
+    known = {env_name(n) for n in BridgeSettings.model_fields} | {env_name("config_file")}
+    warnings = []
+    for var in sorted(environ):
+        if not var.startswith(ENV_PREFIX):
+            continue
+        head = var.split("__", 1)[0] if "__" in var[len(ENV_PREFIX) :] else var
+        if head in known:
+            continue
+        # Compared without the shared prefix, which would make every name look alike.
+        close = difflib.get_close_matches(head.removeprefix(ENV_PREFIX).lower(), offered, 1)
+        hint = f"; did you mean {env_name(close[0])}?" if close else ""
+        warnings.append(f"{var} is not a setting of eos-bridge and is ignored{hint}")
+    return warnings

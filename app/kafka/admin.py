@@ -1,0 +1,55 @@
+"""Start-up checks every command shares: the broker answers, the named topics exist.
+
+Both raise :class:`ConfigError` with one line naming the setting (or option) and the topic,
+so the bridge, ``check-config --check-topics``, ``verify`` and the tools report them alike.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from difflib import SequenceMatcher
+
+from confluent_kafka import KafkaException
+from confluent_kafka.admin import AdminClient, ClusterMetadata
+
+from app.config import ConnectionSettings
+from app.errors import ConfigError
+from app.kafka.errors import describe
+
+
+def cluster_metadata(conn: ConnectionSettings, timeout: float) -> ClusterMetadata:
+    """Metadata of every topic, or :class:`ConfigError` when the broker cannot be reached."""
+    admin = AdminClient(conn.client_config())
+    try:
+        return admin.list_topics(timeout=timeout)
+    except KafkaException as exc:
+        raise ConfigError(
+            f"cannot reach Kafka at bootstrap_servers={conn.bootstrap_servers!r} "
+            f"(BRIDGE_BOOTSTRAP_SERVERS) within {timeout:.0f}s: {describe(exc)}. "
+            f"Check the address, the network and the credentials."
+        ) from None
+
+
+def require_topics(
+    conn: ConnectionSettings, wanted: Iterable[tuple[str, str]], timeout: float
+) -> set[str]:
+    """Check that every ``(setting, topic)`` exists; returns every topic name there is.
+
+    ``setting`` names where the topic came from (a setting or an option; empty for a tool's
+    only topic argument), so the message says what to correct.
+    """
+    existing = set(cluster_metadata(conn, timeout).topics)
+    for setting, topic in wanted:
+        if topic not in existing:
+            close = [t for t in sorted(existing) if _similar(t, topic)][:1]
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            where = f"{setting}: " if setting else ""
+            raise ConfigError(
+                f"{where}topic {topic!r} does not exist on {conn.bootstrap_servers}{hint}; "
+                f"create it first (eos-bridge topics create; the bridge never auto-creates topics)"
+            )
+    return existing
+
+
+def _similar(a: str, b: str) -> bool:
+    return SequenceMatcher(None, a, b).ratio() >= 0.8

@@ -1,0 +1,1 @@
+"""First-hour tools on the bridge's own connection settings: topics, produce, tail, lag."""

@@ -1,0 +1,139 @@
+"""User mistakes that need no broker: one line on stderr, a documented exit code, no traceback.
+
+Exit codes (README "Exit codes"): 2 for every usage, configuration or connection mistake.
+"""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.support.cli import eos_bridge
+
+BASE = {"BRIDGE_INPUT_TOPICS": "in", "BRIDGE_OUTPUT_TOPIC": "out"}
+
+
+@pytest.fixture
+def modules(tmp_path: Path) -> dict[str, str]:
+    """A directory of pipeline modules (good and broken), as PYTHONPATH for the subprocess."""
+    (tmp_path / "broken_syntax.py").write_text("from app.pipeline import Pipeline\npipeline = (\n")
+    (tmp_path / "raises_on_import.py").write_text("raise RuntimeError('no database here')\n")
+    (tmp_path / "good.py").write_text(
+        "from app.pipeline import Pipeline\npipeline = Pipeline().map(lambda r: r, record=True)\n"
+    )
+    return {"PYTHONPATH": str(tmp_path)}
+
+
+def test_pipeline_with_a_syntax_error(modules: dict[str, str]) -> None:
+    result = eos_bridge(
+        "check-config", "--pipeline", "broken_syntax:pipeline", env={**BASE, **modules}
+    )
+    assert result.code == 2
+    line = result.one_line_error()
+    assert "broken_syntax.py:" in line and "syntax error" in line
+
+
+def test_pipeline_with_a_missing_attribute(modules: dict[str, str]) -> None:
+    result = eos_bridge("check-config", "--pipeline", "good:pipelin", env={**BASE, **modules})
+    assert result.code == 2
+    assert "module has no attribute 'pipelin'" in result.one_line_error()
+
+
+def test_pipeline_module_that_is_not_on_the_path() -> None:
+    result = eos_bridge("check-config", "--pipeline", "nowhere_to_be_found:p", env=BASE)
+    assert result.code == 2
+    assert "cannot import 'nowhere_to_be_found'" in result.one_line_error()
+
+
+def test_pipeline_module_raising_at_import(modules: dict[str, str]) -> None:
+    result = eos_bridge("check-config", "--pipeline", "raises_on_import:p", env={**BASE, **modules})
+    assert result.code == 2
+    assert "raised RuntimeError: no database here" in result.one_line_error()
+
+
+def test_run_with_a_broken_pipeline_logs_one_error_and_exits_2(modules: dict[str, str]) -> None:
+    env = {**BASE, **modules, "BRIDGE_HTTP_PORT": "0", "BRIDGE_PIPELINE": "broken_syntax:p"}
+    result = eos_bridge("run", env=env)
+    assert result.code == 2
+    assert "Traceback" not in result.stderr
+    errors = [line for line in result.stderr.splitlines() if " ERROR " in line]
+    assert len(errors) == 1 and "syntax error" in errors[0], result.stderr
+
+
+def test_check_config_compiles_a_good_pipeline(modules: dict[str, str]) -> None:
+    result = eos_bridge("check-config", "--pipeline", "good:pipeline", env={**BASE, **modules})
+    assert result.code == 0, result.stderr
+    assert "configuration ok: pipeline of 1 stateless step(s)" in result.stderr
+
+
+def test_spec_with_an_unknown_step(tmp_path: Path) -> None:
+    spec = tmp_path / "spec.yaml"
+    spec.write_text("steps:\n  - fliter: 'amount > 0'\n")
+    result = eos_bridge("check-config", env={**BASE, "BRIDGE_PIPELINE_SPEC": str(spec)})
+    assert result.code == 2
+    assert "unknown step 'fliter'" in result.one_line_error()
+
+
+@pytest.fixture
+def busy_port() -> Iterator[int]:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen()
+        yield sock.getsockname()[1]
+
+
+def test_run_with_a_busy_metrics_port(busy_port: int) -> None:
+    env = {**BASE, "BRIDGE_HTTP_PORT": str(busy_port), "BRIDGE_HTTP_HOST": "127.0.0.1"}
+    result = eos_bridge("run", env=env)
+    assert result.code == 2
+    assert "Traceback" not in result.stderr
+    errors = [line for line in result.stderr.splitlines() if " ERROR " in line]
+    assert len(errors) == 1, result.stderr
+    assert f"BRIDGE_HTTP_PORT): cannot listen on 127.0.0.1:{busy_port}" in errors[0]
+
+
+def test_misspelled_variable_is_named_with_the_closest_setting() -> None:
+    result = eos_bridge("check-config", env={**BASE, "BRIDGE_BOOTSTRAP_SERVER": "kafka:9092"})
+    assert result.code == 0
+    assert (
+        "BRIDGE_BOOTSTRAP_SERVER is not a setting of eos-bridge and is ignored; "
+        "did you mean BRIDGE_BOOTSTRAP_SERVERS?"
+    ) in result.stderr
+
+
+def test_verify_with_an_unreachable_broker() -> None:
+    result = eos_bridge(
+        "verify", "--bootstrap", "127.0.0.1:1", "--input", "a", "--output", "b", "--id-field", "id"
+    )
+    assert result.code == 2
+    assert "cannot reach Kafka at bootstrap_servers='127.0.0.1:1'" in result.one_line_error()
+
+
+def test_verify_without_an_id_option_is_a_usage_error() -> None:
+    result = eos_bridge("verify", "--input", "a", "--output", "b")
+    assert result.code == 2
+    assert "give exactly one of --id-field and --id-header" in result.one_line_error()
+
+
+def test_produce_rejects_a_line_that_is_not_json() -> None:
+    result = eos_bridge("produce", "t", stdin='{"id": 1}\n{"id": 2\n')
+    assert result.code == 2
+    assert result.one_line_error().startswith("eos-bridge produce: stdin:2: not valid JSON")
+
+
+def test_tools_name_a_missing_config_file() -> None:
+    result = eos_bridge("topics", "list", "--config", "/no/such/file.yaml")
+    assert result.code == 2
+    assert "config file /no/such/file.yaml does not exist" in result.one_line_error()
+
+
+def test_version_and_help_list_settings_with_their_env_names() -> None:
+    version = eos_bridge("--version")
+    assert version.code == 0 and version.stdout.startswith("eos-bridge ")
+    for command in (["run"], ["check-config"], ["verify"], ["tail"], ["topics", "create"]):
+        text = eos_bridge(*command, "--help").stdout
+        assert "BRIDGE_BOOTSTRAP_SERVERS" in text and "BRIDGE_SASL_PASSWORD" in text, command
+    assert "BRIDGE_COMMIT_INTERVAL" in eos_bridge("run", "--help").stdout
