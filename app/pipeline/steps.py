@@ -170,9 +170,16 @@ def fuse(steps: list[Step], decode_json: bool, max_bytes: int) -> FusedBatch | N
     produced by then.
 
     Returns None (no fast path) when a step is stateful, keys, routes, or input is not JSON.
+    A pipeline of stateless spec steps is compiled into one function instead (keying
+    included): :func:`app.pipeline.fusion.fuse_spec`.
     """
     if not decode_json:
         return None
+    parts = [getattr(step, "spec_part", None) for step in steps]
+    if parts and all(parts):
+        from app.pipeline.fusion import fuse_spec  # the spec layer sits above this module
+
+        return fuse_spec(parts, max_bytes)  # type: ignore[arg-type]
     stages: list[tuple[bool, Callable[[Any], Any]]] = []
     for step in steps:
         # Exact types: the spec's row-level subclasses call their functions with the Row.
