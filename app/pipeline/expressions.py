@@ -20,6 +20,7 @@ import math
 import operator
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from simpleeval import DEFAULT_OPERATORS, MAX_STRING_LENGTH
@@ -198,6 +199,10 @@ class _Rewriter(ast.NodeTransformer):
         native = ast.BinOp(left, node.op, right)
         if isinstance(left, ast.Constant) and isinstance(right, ast.Constant):
             return _constant(lambda: _FOLD[op](left.value, right.value), native)
+        if op is ast.Mult:  # a list display repeated by a constant: checked once
+            for seq, times in ((left, right), (right, left)):
+                if isinstance(seq, ast.List | ast.Tuple) and isinstance(times, ast.Constant):
+                    _checked(partial(guards.check_repeat, seq.elts, times.value))
         if op is ast.Mod:
             template = left.value if isinstance(left, ast.Constant) else None
             if isinstance(template, str):

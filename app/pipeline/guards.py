@@ -41,13 +41,14 @@ def power(a: Any, b: Any) -> Any:
 def multiply(a: Any, b: Any) -> Any:
     """``a * b``, refused when repeating a str/bytes/list/tuple beyond :data:`MAX_LENGTH`."""
     if isinstance(a, _SIZED):
-        _check_repeat(a, b)
+        check_repeat(a, b)
     elif isinstance(b, _SIZED):
-        _check_repeat(b, a)
+        check_repeat(b, a)
     return a * b
 
 
-def _check_repeat(seq: Any, times: Any) -> None:
+def check_repeat(seq: Any, times: Any) -> None:
+    """Refuse ``seq * times`` longer than :data:`MAX_LENGTH`."""
     if isinstance(times, int) and times * len(seq) > MAX_LENGTH:
         raise ExpressionLimit(
             f"repeating a {type(seq).__name__} {times} times exceeds {MAX_LENGTH}"
