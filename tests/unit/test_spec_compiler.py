@@ -7,6 +7,7 @@ from typing import Any
 
 import orjson
 import pytest
+import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -196,3 +197,13 @@ def test_expressions_see_the_input_value_not_each_others_results() -> None:
     assert out[0].value["items"] == [1, 2, 3]
     assert out[0].value["first"]["amount"] == 10  # ``value`` is the map step's input
     assert original == {"amount": 5, "items": [1, 2]}  # the input record is untouched
+
+
+def test_the_documented_example_compiles_and_runs() -> None:
+    text = (Path(__file__).resolve().parents[2] / "docs" / "expressions.md").read_text()
+    example = yaml.safe_load(text.split("```yaml\n", 1)[1].split("```", 1)[0])
+    record = {"kind": "sale", "amount": 1500.5, "id": "r1", "user": "u", "tags": ["a", ""]}
+    out, ctx = run(compile_spec(example), rows(record))
+    assert not ctx.failures
+    assert out[0].value == {"id": "r1", "user": "u", "cents": 150050, "tags": ["a"]}
+    assert (out[0].key, out[0].topic) == ("u", "payments-large")
