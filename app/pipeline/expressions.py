@@ -373,28 +373,27 @@ def row_function(body: str, uses_budget: bool, where: str) -> Callable[[Row], An
     return fn
 
 
-def row_expression(source: str, where: str) -> Callable[[Row], Any]:
-    """The compiled function of one expression (what :class:`Expression` calls), for steps
-    that call it per record themselves: one call less than through the object."""
-    done = translate(source, where, ROW_META, finite=True)
-    return row_function(done.code, done.uses_budget, where)
-
-
-class Expression:
-    """One compiled expression; call it with a :class:`Row`.
+def row_expression(source: str, where: str, *, finite: bool = True) -> Callable[[Row], Any]:
+    """The compiled function of one expression, called with a :class:`Row`.
 
     Args:
         source: the expression text.
         where: its place in the spec, for error messages.
         finite: refuse (per record) an inf/NaN result; off for filters (only truth counts).
     """
+    done = translate(source, where, ROW_META, finite=finite)
+    return row_function(done.code, done.uses_budget, where)
+
+
+class Expression:
+    """One compiled expression as an object (the steps call :func:`row_expression`'s function
+    directly: a call through an object costs more than the expression itself)."""
 
     __slots__ = ("_fn", "source")
 
     def __init__(self, source: str, where: str, *, finite: bool = True) -> None:
         self.source = source
-        done = translate(source, where, ROW_META, finite=finite)
-        self._fn = row_function(done.code, done.uses_budget, where)
+        self._fn = row_expression(source, where, finite=finite)
 
     def __call__(self, row: Row) -> Any:
         return self._fn(row)

@@ -25,7 +25,7 @@ import yaml
 
 from app.errors import ConfigError
 from app.pipeline.builder import Pipeline
-from app.pipeline.expressions import ROW_META, Expression, fields_code, row_function
+from app.pipeline.expressions import ROW_META, fields_code, row_expression, row_function
 from app.pipeline.fusion import SpecPart
 from app.pipeline.record import Row
 from app.pipeline.steps import Apply, Filter, Step
@@ -97,7 +97,7 @@ def _fields(arg: Any, where: str) -> dict[str, str]:
 
 @step_compiler("filter")
 def _filter(arg: Any, where: str) -> Step:
-    expr = Expression(_source(arg, where), where, finite=False)
+    expr = row_expression(_source(arg, where), where, finite=False)
     return _RowFilter(expr, name=where, spec_part=SpecPart("filter", arg, where))
 
 
@@ -132,13 +132,13 @@ def _drop(arg: Any, where: str) -> Step:
 
 @step_compiler("key_by")
 def _key_by(arg: Any, where: str) -> Step:
-    expr = Expression(_source(arg, where), where)
+    expr = row_expression(_source(arg, where), where)
     return _RowApply(expr, target="key", name=where, spec_part=SpecPart("key_by", arg, where))
 
 
 @step_compiler("route")
 def _route(arg: Any, where: str) -> Step:
-    expr = Expression(_source(arg, where), where)
+    expr = row_expression(_source(arg, where), where)
     return _RowApply(expr, target="topic", name=where, spec_part=SpecPart("route", arg, where))
 
 
