@@ -28,6 +28,7 @@ from orjson import dumps, loads
 
 from app.output import encode_key
 from app.pipeline.expressions import MESSAGE_META, Translated, build, fields_code, translate
+from app.pipeline.steps import header_bytes
 
 FusedBatch = Callable[[list[Any]], list[tuple[bytes, Any, Any]] | None]
 
@@ -59,10 +60,8 @@ def run(messages):
 _TAIL = """\
             payload = dumps(v)
             headers = m.headers()
-            size = len(payload) + (len(k) if k else 0)
-            if headers:
-                size += sum(len(hk) + len(hv or b"") for hk, hv in headers)
-            if size > max_bytes:
+            extra = header_bytes(headers) if headers else 0
+            if len(payload) + (len(k) if k else 0) + extra > max_bytes:
                 return None
             append((payload, k, headers))
     except Exception:  # any record error: the general path isolates it
@@ -92,9 +91,9 @@ def fuse_spec(parts: list[SpecPart], max_bytes: int) -> FusedBatch | None:
     if any(p.kind == "key_by" for p in parts):
         body.append("k = _key(k)")
     source = _HEAD + "".join(_INDENT + line + "\n" for line in body) + _TAIL
-    extra = {"loads": loads, "dumps": dumps, "max_bytes": max_bytes, "_key": encode_key}
-    extra.update(drops)
-    run: FusedBatch = build(source, "run", "<spec fused>", extra)
+    names = {"loads": loads, "dumps": dumps, "max_bytes": max_bytes, "_key": encode_key}
+    names.update(header_bytes=header_bytes, **drops)
+    run: FusedBatch = build(source, "run", "<spec fused>", names)
     return run
 
 

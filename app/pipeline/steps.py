@@ -152,6 +152,12 @@ class Apply:
 
 # ---- the fused fast path -----------------------------------------------------------------------
 
+
+def header_bytes(headers: list[tuple[str, bytes | None]]) -> int:
+    """What record headers add to the size of a produced record (names and values)."""
+    return sum(len(k) + len(v or b"") for k, v in headers)
+
+
 Encoded = tuple[bytes, Any, Any]  # output value bytes, key, headers
 FusedBatch = Callable[[list[Any]], list[Encoded] | None]
 
@@ -213,7 +219,7 @@ def fuse(steps: list[Step], decode_json: bool, max_bytes: int) -> FusedBatch | N
                     payload, key, headers = dumps(value), m.key(), m.headers()
                     size = len(payload) + (len(key) if key else 0)
                     if headers:
-                        size += sum(len(k) + len(v or b"") for k, v in headers)
+                        size += header_bytes(headers)
                     if size > max_bytes:
                         return None
                     append((payload, key, headers))

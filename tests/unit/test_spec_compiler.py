@@ -207,3 +207,13 @@ def test_the_documented_example_compiles_and_runs() -> None:
     assert not ctx.failures
     assert out[0].value == {"id": "r1", "user": "u", "cents": 150050, "tags": ["a"]}
     assert (out[0].key, out[0].topic) == ("u", "payments-large")
+
+
+def test_fused_spec_leaves_large_outputs_and_non_objects_to_the_general_path() -> None:
+    too_large = fuse(spec({"set": {"pad": "'x' * 200"}}).steps, True, 100)
+    assert too_large is not None
+    assert too_large([Msg(b'{"a": 1}')]) is None
+    filter_only = fuse(spec({"filter": "value != 0"}).steps, True, 100)
+    assert filter_only is not None
+    assert filter_only([Msg(b"5")]) is None  # a number: Output encodes it, not the fast path
+    assert filter_only([Msg(b'{"a": 1}')]) == [(b'{"a":1}', b"k", None)]
