@@ -89,12 +89,8 @@ class _Refused(Exception):
 class Translated:
     """A checked expression rewritten to native code (see :func:`translate`)."""
 
-    node: ast.expr
+    code: str  # one Python expression
     uses_budget: bool  # has comprehensions: the function must define ``_b = _Budget()``
-
-    @property
-    def code(self) -> str:
-        return ast.unparse(self.node)
 
 
 def translate(source: str, where: str, meta: dict[str, str], *, finite: bool) -> Translated:
@@ -110,14 +106,20 @@ def translate(source: str, where: str, meta: dict[str, str], *, finite: bool) ->
         raise ConfigError(
             f"pipeline spec {where}: invalid expression {source!r}: {exc.msg}"
         ) from None
+    except (ValueError, RecursionError, MemoryError) as exc:  # null bytes, absurd nesting
+        problem = f"{type(exc).__name__}: {exc}"
+        raise ConfigError(f"pipeline spec {where}: invalid expression: {problem}") from None
     rewriter = _Rewriter(meta)
     try:
         node = rewriter.visit(tree.body)
+        if finite and _may_be_float(tree.body) and not isinstance(node, ast.Constant):
+            node = _call("_finite", node)
+        code = ast.unparse(ast.fix_missing_locations(node))
     except _Refused as exc:
         raise ConfigError(f"pipeline spec {where}: expression {source!r}: {exc}") from None
-    if finite and _may_be_float(tree.body) and not isinstance(node, ast.Constant):
-        node = _call("_finite", node)
-    return Translated(ast.fix_missing_locations(node), rewriter.uses_budget)
+    except (ValueError, RecursionError) as exc:  # too deeply nested to rewrite
+        raise ConfigError(f"pipeline spec {where}: expression too complex: {exc}") from None
+    return Translated(code, rewriter.uses_budget)
 
 
 def _may_be_float(node: ast.expr) -> bool:
@@ -327,13 +329,10 @@ def fields_code(fields: dict[str, str], where: str, meta: dict[str, str], keep: 
     """One dict display computing every field from the *input* value ``v`` (``{**v, ...}``
     first when ``keep``): no field expression sees another's result."""
     done = {k: translate(e, f"{where}.{k}", meta, finite=True) for k, e in fields.items()}
-    keys: list[ast.expr | None] = [ast.Constant(k) for k in done]
-    values = [t.node for t in done.values()]
+    items = [f"{k!r}: {t.code}" for k, t in done.items()]  # repr of a str: a str literal
     if keep:
-        keys.insert(0, None)
-        values.insert(0, ast.Name("v", ast.Load()))
-    node = ast.Dict(keys, values)
-    return Translated(node, any(t.uses_budget for t in done.values()))
+        items.insert(0, "**v")
+    return Translated("{" + ", ".join(items) + "}", any(t.uses_budget for t in done.values()))
 
 
 # ---- turning translated code into functions ---------------------------------------------------
@@ -352,14 +351,24 @@ def _headers(raw: list[tuple[str, bytes]] | None) -> dict[str, Any]:
 _BUILTINS = {"type": type, "dict": dict, "len": len, "sum": sum, "Exception": Exception}
 
 
-def build(source: str, name: str, filename: str, extra: dict[str, Any] | None = None) -> Any:
-    """Compile generated ``source`` and return its function ``name``."""
+def build(source: str, name: str, where: str, extra: dict[str, Any] | None = None) -> Any:
+    """Compile generated ``source`` and return its function ``name``.
+
+    Raises:
+        ConfigError: the code nests deeper than the Python compiler allows.
+    """
     namespace: dict[str, Any] = {"__builtins__": _BUILTINS, "_text": _text, "_headers": _headers}
     namespace.update(guards.RUNTIME)
     namespace.update({"F_" + k: f for k, f in FUNCTIONS.items()})
     namespace.update({"F_repr": repr, "F_ascii": ascii})
     namespace.update(extra or {})
-    exec(compile(source, filename, "exec"), namespace)  # source: see the module docstring
+    try:
+        code = compile(source, f"<spec {where}>", "exec")
+    except (SyntaxError, RecursionError, MemoryError) as exc:
+        raise ConfigError(
+            f"pipeline spec {where}: expression too complex to compile: {exc}"
+        ) from None
+    exec(code, namespace)  # generated from checked trees only: see the module docstring
     return namespace[name]
 
 
@@ -369,7 +378,7 @@ def row_function(body: str, uses_budget: bool, where: str) -> Callable[[Row], An
     if uses_budget:
         lines.append("    _b = _Budget()")
     lines.append(f"    return {body}")
-    fn: Callable[[Row], Any] = build("\n".join(lines) + "\n", "fn", f"<spec {where}>")
+    fn: Callable[[Row], Any] = build("\n".join(lines) + "\n", "fn", where)
     return fn
 
 

@@ -93,7 +93,7 @@ def fuse_spec(parts: list[SpecPart], max_bytes: int) -> FusedBatch | None:
     source = _HEAD + "".join(_INDENT + line + "\n" for line in body) + _TAIL
     names = {"loads": loads, "dumps": dumps, "max_bytes": max_bytes, "_key": encode_key}
     names.update(header_bytes=header_bytes, **drops)
-    run: FusedBatch = build(source, "run", "<spec fused>", names)
+    run: FusedBatch = build(source, "run", "steps (fused)", names)
     return run
 
 

@@ -217,3 +217,9 @@ def test_fused_spec_leaves_large_outputs_and_non_objects_to_the_general_path() -
     assert filter_only is not None
     assert filter_only([Msg(b"5")]) is None  # a number: Output encodes it, not the fast path
     assert filter_only([Msg(b'{"a": 1}')]) == [(b'{"a":1}', b"k", None)]
+
+
+@pytest.mark.parametrize("expression", ["-" * 100_000 + "1", "[" * 200 + "]" * 200, "a\x00b"])
+def test_absurd_expressions_are_config_errors_not_crashes(expression: str) -> None:
+    with pytest.raises(ConfigError, match=r"^pipeline spec spec steps\[0\]\.set"):
+        spec({"set": {"out": expression}})
