@@ -28,7 +28,7 @@ from app.pipeline.builder import Pipeline
 from app.pipeline.expressions import ROW_META, fields_code, row_expression, row_function
 from app.pipeline.fusion import SpecPart
 from app.pipeline.record import Row
-from app.pipeline.steps import Apply, Filter, Step
+from app.pipeline.steps import Apply, Filter, Step, StepContext
 
 StepCompiler = Callable[[Any, str], Step]
 STEP_COMPILERS: dict[str, StepCompiler] = {}
@@ -46,41 +46,47 @@ def step_compiler(name: str) -> Callable[[StepCompiler], StepCompiler]:
 
 @dataclass(slots=True)
 class _RowFilter(Filter):
-    """A filter whose predicate sees the whole row (expressions need key/headers)."""
+    """A filter whose predicate sees the whole row (expressions need key/headers).
+
+    Like :class:`Filter`, the whole batch first; one row at a time (retries, dead letters)
+    only when a row raises. Compiled expressions have no side effects: running one again is
+    harmless.
+    """
 
     spec_part: SpecPart | None = None
 
-    def __call__(self, rows: list[Row], ctx: Any) -> list[Row]:
+    def __call__(self, rows: list[Row], ctx: StepContext) -> list[Row]:
         pred = self.predicate
-        kept = []
-        for r in rows:
-            ok, keep = ctx.guarded(self.name, r, pred)
-            if ok and keep:
-                kept.append(r)
-        return kept
+        try:
+            return [r for r in rows if pred(r)]
+        except Exception:
+            kept = []
+            for r in rows:
+                ok, keep = ctx.guarded(self.name, r, pred)
+                if ok and keep:
+                    kept.append(r)
+            return kept
 
 
 @dataclass(slots=True)
 class _RowApply(Apply):
-    """An apply whose function sees the whole row."""
+    """An apply whose function sees the whole row (batch first, like :class:`_RowFilter`)."""
 
     spec_part: SpecPart | None = None
 
-    def __call__(self, rows: list[Row], ctx: Any) -> list[Row]:
+    def __call__(self, rows: list[Row], ctx: StepContext) -> list[Row]:
         fn = self.fn
-        out = []
-        for r in rows:
-            ok, result = ctx.guarded(self.name, r, fn)
-            if not ok:
-                continue
-            if self.target == "value":
-                if result is None:
-                    continue
-                r.value = result
-            else:
-                setattr(r, self.target, result)
-            out.append(r)
-        return out
+        try:
+            results = [fn(r) for r in rows]  # computed before any row changes
+        except Exception:
+            results, done = [], []
+            for r in rows:
+                ok, result = ctx.guarded(self.name, r, fn)
+                if ok:
+                    results.append(result)
+                    done.append(r)
+            return self.assign(done, results)
+        return self.assign(rows, results)
 
 
 def _source(arg: Any, where: str) -> str:

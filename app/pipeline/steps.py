@@ -130,6 +130,10 @@ class Apply:
                 if ok:
                     results.append(result)
                     done.append(r)
+        return self.assign(done, results)
+
+    def assign(self, done: list[Row], results: list[Any]) -> list[Row]:
+        """Give each row its result (rows and results aligned); the rows that go on."""
         if self.target != "value":
             for r, result in zip(done, results, strict=True):
                 setattr(r, self.target, result)
