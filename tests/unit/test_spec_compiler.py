@@ -12,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from app.errors import ConfigError, ExpressionLimit
+from app.output import Output
 from app.pipeline import Pipeline, Row, StepContext
 from app.pipeline.spec import compile_spec, load_spec
 from app.pipeline.steps import fuse
@@ -223,3 +224,27 @@ def test_fused_spec_leaves_large_outputs_and_non_objects_to_the_general_path() -
 def test_absurd_expressions_are_config_errors_not_crashes(expression: str) -> None:
     with pytest.raises(ConfigError, match=r"^pipeline spec spec steps\[0\]\.set"):
         spec({"set": {"out": expression}})
+
+
+class _Producer:
+    """The producer calls Output.send makes."""
+
+    def __init__(self) -> None:
+        self.produced: list[tuple[str, bytes]] = []
+
+    def produce(self, topic: str, value: bytes, key: Any = None, **_: Any) -> None:
+        self.produced.append((topic, value))
+
+    def poll(self, _timeout: float) -> int:
+        return 0
+
+
+def test_results_json_cannot_carry_fail_their_record_at_output() -> None:
+    pipeline = spec({"set": {"cents": "int(amount * 1e20)", "tags": "set(tags)"}})
+    batch, ctx = run(pipeline, rows({"amount": 1.0, "tags": []}, {"amount": 0.0, "tags": []}))
+    assert not ctx.failures  # Python computes both; JSON cannot carry the first
+    producer = _Producer()
+    output = Output(producer, "out", "dlq", 1_000_000, lambda topic: True)
+    failures = output.send(batch)
+    assert [(f.row.offset, f.step) for f in failures] == [(0, "output"), (1, "output")]
+    assert producer.produced == []
