@@ -26,6 +26,7 @@ MAX_LENGTH: int = MAX_STRING_LENGTH  # longest str/bytes/list an operator may bu
 MAX_ITEMS: int = MAX_COMPREHENSION_LENGTH  # comprehension iterations per evaluation
 MAX_INT_BITS = 100_000  # largest integer power (bits); ~30,000 decimal digits
 MAX_SHIFT_BITS: int = MAX_SHIFT
+MAX_KEPT = 10 * MAX_STRING_LENGTH  # what comprehensions may keep per evaluation (see Budget)
 
 _SIZED = (str, bytes, list, tuple)
 _DIGITS = re.compile(rb"\d+")
@@ -101,12 +102,14 @@ def finite(result: Any) -> Any:
 
 
 class Budget:
-    """Iterations left to one evaluation's comprehensions (nested ones multiply otherwise)."""
+    """What one evaluation's comprehensions may still do: iterations (nested loops multiply)
+    and the size of the elements they keep (each may be as large as the limits above)."""
 
-    __slots__ = ("left",)
+    __slots__ = ("kept", "left")
 
     def __init__(self) -> None:
         self.left = MAX_ITEMS
+        self.kept = MAX_KEPT
 
     def each(self, items: Iterable[Any]) -> Iterator[Any]:
         """``items``, charging one iteration per element."""
@@ -115,6 +118,27 @@ class Budget:
             if self.left < 0:
                 raise ExpressionLimit(f"comprehensions over {MAX_ITEMS} iterations")
             yield item
+
+    def keep(self, element: Any) -> Any:
+        """``element``, charging its size (strings: characters; containers: items, nested
+        ones included) to what the comprehension may keep."""
+        pending = [element]
+        while pending:
+            item = pending.pop()
+            if isinstance(item, str | bytes):
+                self.kept -= len(item)
+            elif isinstance(item, list | tuple | set | frozenset):
+                self.kept -= len(item)
+                pending.extend(item)
+            elif isinstance(item, dict):
+                self.kept -= len(item)
+                pending.extend(item.keys())
+                pending.extend(item.values())
+            else:
+                self.kept -= 1
+            if self.kept < 0:  # checked as we go: the walk is bounded by the budget too
+                raise ExpressionLimit(f"comprehension results over {MAX_KEPT} items/characters")
+        return element
 
 
 # The names compiled code refers to (module globals of every compiled function).

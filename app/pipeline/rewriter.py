@@ -185,15 +185,20 @@ class Rewriter(ast.NodeTransformer):
         return ast.FormattedValue(call("_format", value, spec), -1, None)
 
     def visit_ListComp(self, node: ast.ListComp) -> ast.expr:
-        return self._comprehension(node, lambda gens: ast.ListComp(self.visit(node.elt), gens))
+        return self._comprehension(node, lambda gens: ast.ListComp(self._kept(node.elt), gens))
 
     def visit_GeneratorExp(self, node: ast.GeneratorExp) -> ast.expr:
-        return self._comprehension(node, lambda gens: ast.GeneratorExp(self.visit(node.elt), gens))
+        return self._comprehension(node, lambda gens: ast.GeneratorExp(self._kept(node.elt), gens))
 
     def visit_DictComp(self, node: ast.DictComp) -> ast.expr:
         return self._comprehension(
-            node, lambda gens: ast.DictComp(self.visit(node.key), self.visit(node.value), gens)
+            node, lambda gens: ast.DictComp(self._kept(node.key), self._kept(node.value), gens)
         )
+
+    def _kept(self, node: ast.expr) -> ast.expr:
+        """``_b.keep(<node>)``: an element a comprehension produces is charged to the budget."""
+        keep = ast.Attribute(ast.Name("_b", ast.Load()), "keep", ast.Load())
+        return ast.Call(keep, [self.visit(node)], [])
 
     def _comprehension(
         self, node: ast.ListComp | ast.GeneratorExp | ast.DictComp, finish: Any
