@@ -65,9 +65,10 @@ def translate(source: str, where: str, meta: dict[str, str], *, finite: bool) ->
         problem = f"{type(exc).__name__}: {exc}"
         raise ConfigError(f"pipeline spec {where}: invalid expression: {problem}") from None
     rewriter = Rewriter(meta)
+    check_finite = finite and may_be_float(tree.body)  # before the rewriter changes the tree
     try:
         node = rewriter.visit(tree.body)
-        if finite and may_be_float(tree.body) and not isinstance(node, ast.Constant):
+        if check_finite and not isinstance(node, ast.Constant):
             node = call("_finite", node)
         code = ast.unparse(ast.fix_missing_locations(node))
     except Refused as exc:

@@ -65,10 +65,17 @@ class Refused(Exception):
 
 
 def may_be_float(node: ast.expr) -> bool:
-    """Whether a result could be an inf/NaN float (data from JSON never is)."""
+    """Whether a result could be an inf/NaN float (data from JSON never is; constants that are
+    get refused), so that its check can be left out of, e.g., ``'a' if x else None``."""
     if isinstance(node, ast.Call):
         return isinstance(node.func, ast.Name) and node.func.id in _MAY_BE_FLOAT_CALLS
-    return isinstance(node, ast.BinOp | ast.UnaryOp | ast.IfExp | ast.BoolOp)
+    if isinstance(node, ast.IfExp):
+        return may_be_float(node.body) or may_be_float(node.orelse)
+    if isinstance(node, ast.BoolOp):
+        return any(may_be_float(v) for v in node.values)
+    if isinstance(node, ast.UnaryOp):
+        return not isinstance(node.op, ast.Not | ast.Invert) and may_be_float(node.operand)
+    return isinstance(node, ast.BinOp)
 
 
 def call(name: str, *args: ast.expr) -> ast.Call:

@@ -108,6 +108,7 @@ _4M = 4_000_000  # 4000000**4000000: ~30 s of CPU in simpleeval, which passed it
         ("[[str(value)] for c in l]", {"l": [1]}, {"l": [1] * 100, "pad": "x" * 50_000},
          ExpressionLimit),
         ("float(s) * 2", {"s": "1.5"}, {"s": "inf"}, ExpressionLimit),
+        ("n or float(s)", {"n": 0, "s": "1.5"}, {"n": 0, "s": "nan"}, ExpressionLimit),
         ("amount * 1e308", {"amount": 1.5}, {"amount": 10.0}, ExpressionLimit),
         ("int(float(s))", {"s": "1.5"}, {"s": "inf"}, OverflowError),
     ],
