@@ -177,8 +177,11 @@ def test_fused_spec_sees_the_same_metadata_as_the_row_path() -> None:
         {"key_by": "user + '-' + str(offset)"},
         {"set": {"k": "key", "t": "topic", "p": "partition", "h": "headers", "ts": "timestamp"}},
     )
-    values = [{"user": "a"}, {"user": "b"}]
+    values = [{"user": "a", "l": [0, 1], "n": 4}, {"user": "b", "l": [], "n": 2}]
     assert fused(pipeline, values) == general(pipeline, values)
+    shapes = spec({"set": {"c": "{str(x): [x] * 2 for x in l if x}", "f": "f'{user!r:>{n}}'"}})
+    assert fused(shapes, values) == general(shapes, values)
+    assert orjson.loads(general(shapes, values)[0][0])["f"] == " 'a'"
 
 
 def test_route_and_stateful_steps_keep_the_general_path() -> None:
