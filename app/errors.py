@@ -16,6 +16,7 @@
     └── RecordError                one record could not be processed; goes to the dead-letter
         ├── DeserializationError   topic (policy ``dlq``) or stops the bridge (policy ``fail``)
         ├── StepError
+        │   └── ExpressionLimit    a spec expression would exceed a CPU/memory bound
         └── OutputTooLarge
 
 Messages name the setting, topic/partition/offset and what to do.
@@ -62,6 +63,10 @@ class DeserializationError(RecordError):
 
 class StepError(RecordError):
     """A pipeline step raised for this record (after its retries)."""
+
+
+class ExpressionLimit(StepError):
+    """A spec expression would build too large a value (huge power, repeat, width...)."""
 
 
 class OutputTooLarge(RecordError):

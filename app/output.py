@@ -81,7 +81,11 @@ class Output:
         default, max_bytes, dumps = self._default_topic, self._max_bytes, orjson.dumps
         for row in rows:
             value = row.value
-            payload = dumps(value) if type(value) is dict else encode_value(value)
+            try:
+                payload = dumps(value) if type(value) is dict else encode_value(value)
+            except TypeError as exc:  # a set, an int over 64 bits...: this record only
+                failures.append(Failure(row, "output", StepError(f"value not JSON: {exc}")))
+                continue
             if payload is not None and len(payload) > max_bytes:
                 failures.append(Failure(row, "output", _too_large(row, len(payload), max_bytes)))
                 continue

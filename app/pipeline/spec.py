@@ -17,6 +17,7 @@ Stateful steps (``dedupe``, ``count``, ``sum``, ``window``) are registered by
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -24,9 +25,10 @@ import yaml
 
 from app.errors import ConfigError
 from app.pipeline.builder import Pipeline
-from app.pipeline.expressions import Expression
+from app.pipeline.expressions import ROW_META, fields_code, row_expression, row_function
+from app.pipeline.fusion import SpecPart
 from app.pipeline.record import Row
-from app.pipeline.steps import Apply, Filter, Step
+from app.pipeline.steps import Apply, Filter, Step, StepContext
 
 StepCompiler = Callable[[Any, str], Step]
 STEP_COMPILERS: dict[str, StepCompiler] = {}
@@ -42,68 +44,84 @@ def step_compiler(name: str) -> Callable[[StepCompiler], StepCompiler]:
     return register
 
 
+@dataclass(slots=True)
 class _RowFilter(Filter):
-    """A filter whose predicate sees the whole row (expressions need key/headers)."""
+    """A filter whose predicate sees the whole row (expressions need key/headers).
 
-    def __call__(self, rows: list[Row], ctx: Any) -> list[Row]:
+    Like :class:`Filter`, the whole batch first; one row at a time (retries, dead letters)
+    only when a row raises. Compiled expressions have no side effects: running one again is
+    harmless.
+    """
+
+    spec_part: SpecPart | None = None
+
+    def __call__(self, rows: list[Row], ctx: StepContext) -> list[Row]:
         pred = self.predicate
-        kept = []
-        for r in rows:
-            ok, keep = ctx.guarded(self.name, r, pred)
-            if ok and keep:
-                kept.append(r)
-        return kept
+        try:
+            return [r for r in rows if pred(r)]
+        except Exception:
+            kept = []
+            for r in rows:
+                ok, keep = ctx.guarded(self.name, r, pred)
+                if ok and keep:
+                    kept.append(r)
+            return kept
 
 
+@dataclass(slots=True)
 class _RowApply(Apply):
-    """An apply whose function sees the whole row."""
+    """An apply whose function sees the whole row (batch first, like :class:`_RowFilter`)."""
 
-    def __call__(self, rows: list[Row], ctx: Any) -> list[Row]:
+    spec_part: SpecPart | None = None
+
+    def __call__(self, rows: list[Row], ctx: StepContext) -> list[Row]:
         fn = self.fn
-        out = []
-        for r in rows:
-            ok, result = ctx.guarded(self.name, r, fn)
-            if not ok:
-                continue
-            if self.target == "value":
-                if result is None:
-                    continue
-                r.value = result
-            else:
-                setattr(r, self.target, result)
-            out.append(r)
-        return out
+        try:
+            results = [fn(r) for r in rows]  # computed before any row changes
+        except Exception:
+            results, done = [], []
+            for r in rows:
+                ok, result = ctx.guarded(self.name, r, fn)
+                if ok:
+                    results.append(result)
+                    done.append(r)
+            return self.assign(done, results)
+        return self.assign(rows, results)
 
 
-def _expr(arg: Any, where: str) -> Expression:
+def _source(arg: Any, where: str) -> str:
     if not isinstance(arg, str):
         raise ConfigError(f"pipeline spec {where}: expected an expression string, got {arg!r}")
-    return Expression(arg, where)
+    return arg
 
 
-def _fields(arg: Any, where: str) -> dict[str, Expression]:
+def _fields(arg: Any, where: str) -> dict[str, str]:
     if not isinstance(arg, dict) or not arg:
         raise ConfigError(f"pipeline spec {where}: expected a mapping of field: expression")
-    return {str(k): _expr(str(v), f"{where}.{k}") for k, v in arg.items()}
+    return {str(k): str(v) for k, v in arg.items()}
 
 
 @step_compiler("filter")
 def _filter(arg: Any, where: str) -> Step:
-    return _RowFilter(_expr(arg, where), name=where)
+    expr = row_expression(_source(arg, where), where, finite=False)
+    return _RowFilter(expr, name=where, spec_part=SpecPart("filter", arg, where))
+
+
+def _fields_step(kind: str, arg: Any, where: str) -> Step:
+    fields = _fields(arg, where)
+    done = fields_code(fields, where, ROW_META, keep=kind == "set")
+    fn = row_function(done.code, done.uses_budget, where)
+    return _RowApply(fn, name=where, spec_part=SpecPart(kind, fields, where))
 
 
 @step_compiler("map")
 def _map(arg: Any, where: str) -> Step:
-    fields = _fields(arg, where)
-    return _RowApply(lambda row: {k: e(row) for k, e in fields.items()}, name=where)
+    return _fields_step("map", arg, where)
 
 
 @step_compiler("set")
 def _set(arg: Any, where: str) -> Step:
-    fields = _fields(arg, where)
-    return _RowApply(
-        lambda row: {**row.value, **{k: e(row) for k, e in fields.items()}}, name=where
-    )
+    return _fields_step("set", arg, where)
 
 
 @step_compiler("drop")
@@ -111,19 +129,23 @@ def _drop(arg: Any, where: str) -> Step:
     if not isinstance(arg, list) or not all(isinstance(f, str) for f in arg):
         raise ConfigError(f"pipeline spec {where}: expected a list of field names")
     gone = frozenset(arg)
-    return _RowApply(lambda row: {k: v for k, v in row.value.items() if k not in gone}, name=where)
+    return _RowApply(
+        lambda row: {k: v for k, v in row.value.items() if k not in gone},
+        name=where,
+        spec_part=SpecPart("drop", gone, where),
+    )
 
 
 @step_compiler("key_by")
 def _key_by(arg: Any, where: str) -> Step:
-    expr = _expr(arg, where)
-    return _RowApply(expr, target="key", name=where)
+    expr = row_expression(_source(arg, where), where)
+    return _RowApply(expr, target="key", name=where, spec_part=SpecPart("key_by", arg, where))
 
 
 @step_compiler("route")
 def _route(arg: Any, where: str) -> Step:
-    expr = _expr(arg, where)
-    return _RowApply(expr, target="topic", name=where)
+    expr = row_expression(_source(arg, where), where)
+    return _RowApply(expr, target="topic", name=where, spec_part=SpecPart("route", arg, where))
 
 
 def compile_spec(spec: Any, source: str = "spec") -> Pipeline:

@@ -130,6 +130,10 @@ class Apply:
                 if ok:
                     results.append(result)
                     done.append(r)
+        return self.assign(done, results)
+
+    def assign(self, done: list[Row], results: list[Any]) -> list[Row]:
+        """Give each row its result (rows and results aligned); the rows that go on."""
         if self.target != "value":
             for r, result in zip(done, results, strict=True):
                 setattr(r, self.target, result)
@@ -152,6 +156,12 @@ class Apply:
 
 # ---- the fused fast path -----------------------------------------------------------------------
 
+
+def header_bytes(headers: list[tuple[str, bytes | None]]) -> int:
+    """What record headers add to the size of a produced record (names and values)."""
+    return sum(len(k) + len(v or b"") for k, v in headers)
+
+
 Encoded = tuple[bytes, Any, Any]  # output value bytes, key, headers
 FusedBatch = Callable[[list[Any]], list[Encoded] | None]
 
@@ -170,9 +180,16 @@ def fuse(steps: list[Step], decode_json: bool, max_bytes: int) -> FusedBatch | N
     produced by then.
 
     Returns None (no fast path) when a step is stateful, keys, routes, or input is not JSON.
+    A pipeline of stateless spec steps is compiled into one function instead (keying
+    included): :func:`app.pipeline.fusion.fuse_spec`.
     """
     if not decode_json:
         return None
+    parts = [getattr(step, "spec_part", None) for step in steps]
+    if parts and all(parts):
+        from app.pipeline.fusion import fuse_spec  # the spec layer sits above this module
+
+        return fuse_spec(parts, max_bytes)  # type: ignore[arg-type]
     stages: list[tuple[bool, Callable[[Any], Any]]] = []
     for step in steps:
         # Exact types: the spec's row-level subclasses call their functions with the Row.
@@ -206,7 +223,7 @@ def fuse(steps: list[Step], decode_json: bool, max_bytes: int) -> FusedBatch | N
                     payload, key, headers = dumps(value), m.key(), m.headers()
                     size = len(payload) + (len(key) if key else 0)
                     if headers:
-                        size += sum(len(k) + len(v or b"") for k, v in headers)
+                        size += header_bytes(headers)
                     if size > max_bytes:
                         return None
                     append((payload, key, headers))

@@ -18,7 +18,7 @@ from typing import Any
 import orjson
 
 from app.errors import ConfigError
-from app.pipeline.expressions import Expression
+from app.pipeline.expressions import row_expression
 from app.pipeline.record import Row
 from app.pipeline.spec import step_compiler
 from app.pipeline.steps import PartitionState, Step, StepContext
@@ -237,7 +237,7 @@ def _options(
 def _row_expr(source: Any, where: str) -> RowFn:
     if not isinstance(source, str):
         raise ConfigError(f"pipeline spec {where}: expected an expression string, got {source!r}")
-    return RowFn(Expression(source, where))
+    return RowFn(row_expression(source, where))
 
 
 def _located(where: str, build: Callable[[], Step]) -> Step:

@@ -37,13 +37,14 @@ class Contender:
     label: str
     kind: str  # bridge | quix | hand | raw
     guarantee: str  # exactly-once | at-least-once
+    spec: bool = False  # bridge: the pipeline as a declarative spec (bench/specs/<p>.yaml)
 
     def command(self, job: Job) -> tuple[list[str], dict[str, str]]:
         """argv and environment of the contender process."""
         env = {k: v for k, v in os.environ.items() if not k.startswith("BRIDGE_")}
         env["PYTHONPATH"] = str(job.source)
         if self.kind == "bridge":
-            env.update(bridge_env(job, self.guarantee))
+            env.update(bridge_env(job, self.guarantee, self.spec))
             return [sys.executable, "-m", "app.cli", "run"], env
         common = [
             "--bootstrap", job.bootstrap, "--input", job.input_topic,
@@ -61,9 +62,9 @@ class Contender:
         return argv, env
 
 
-def bridge_env(job: Job, guarantee: str) -> dict[str, str]:
+def bridge_env(job: Job, guarantee: str, spec: bool = False) -> dict[str, str]:
     """BRIDGE_* settings of an eos-bridge run (defaults for everything not listed)."""
-    return {
+    env = {
         "BRIDGE_BOOTSTRAP_SERVERS": job.bootstrap,
         "BRIDGE_INPUT_TOPICS": f'["{job.input_topic}"]',
         "BRIDGE_OUTPUT_TOPIC": job.output_topic,
@@ -78,10 +79,17 @@ def bridge_env(job: Job, guarantee: str) -> dict[str, str]:
         "BRIDGE_STATE_DIR": str(job.state_dir),
         "BRIDGE_LOG_LEVEL": "WARNING",
     }
+    if spec:
+        del env["BRIDGE_PIPELINE"]
+        env["BRIDGE_PIPELINE_SPEC"] = str(job.source / "bench" / "specs" / f"{job.pipeline}.yaml")
+    return env
 
 
 CONTENDERS = (
     Contender("bridge-eos", "eos-bridge exactly-once", "bridge", "exactly-once"),
+    Contender(
+        "bridge-eos-spec", "eos-bridge exactly-once, YAML spec", "bridge", "exactly-once", True
+    ),
     Contender("bridge-alo", "eos-bridge at-least-once", "bridge", "at-least-once"),
     Contender("quix-eos", "Quix Streams exactly-once", "quix", "exactly-once"),
     Contender("quix-alo", "Quix Streams at-least-once", "quix", "at-least-once"),

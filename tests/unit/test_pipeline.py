@@ -106,7 +106,12 @@ def test_spec_errors_are_config_errors(spec: dict[str, Any], message: str) -> No
         compile_spec(spec)
 
 
-def test_unsafe_expression_fails_per_record_not_the_process() -> None:
-    out, ctx = run(compile_spec({"steps": [{"filter": "__import__('os')"}]}), rows({"a": 1}))
-    assert out == []
-    assert len(ctx.failures) == 1
+def test_unsafe_expression_is_refused_when_the_spec_is_compiled() -> None:
+    with pytest.raises(ConfigError, match=r"steps\[0\]\.filter: .*'__import__' is not allowed"):
+        compile_spec({"steps": [{"filter": "__import__('os')"}]})
+
+
+def test_failing_expression_fails_per_record_not_the_process() -> None:
+    out, ctx = run(compile_spec({"steps": [{"filter": "a > 1"}]}), rows({"a": 2}, {"b": 1}))
+    assert [r.value for r in out] == [{"a": 2}]
+    assert [f.row.offset for f in ctx.failures] == [1]

@@ -1,0 +1,113 @@
+"""The fused fast path of a declarative spec: one generated function per pipeline.
+
+:func:`app.pipeline.steps.fuse` hands a pipeline made only of stateless spec steps (filter,
+map, set, drop, key_by) here. Their expressions are translated again against the consumer
+message (:data:`~app.pipeline.expressions.MESSAGE_META`) and inlined, in order, into the body of
+one loop over the batch, which does what ``steps.fuse`` does for Python functions: decode,
+transform, encode, check sizes. For ``filter: "amount >= 5"`` and
+``map: {id: id, cents: "int(amount * 100)"}`` the generated loop body reads::
+
+    v = loads(m.value())
+    k = m.key()
+    if not v['amount'] >= 5:
+        continue
+    v = {'id': v['id'], 'cents': F_int(_multiply(v['amount'], 100))}
+
+No Row objects, no name dicts, no per-expression calls. Like ``steps.fuse``, the function
+returns None on anything unusual (an exception, a value that is not a dict, a large record);
+the caller then runs the batch through the steps, which isolate and dead-letter the record.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from orjson import dumps, loads
+
+from app.output import encode_key
+from app.pipeline.expressions import MESSAGE_META, Translated, build, fields_code, translate
+from app.pipeline.steps import header_bytes
+
+FusedBatch = Callable[[list[Any]], list[tuple[bytes, Any, Any]] | None]
+
+
+@dataclass(slots=True, frozen=True)
+class SpecPart:
+    """What a stateless spec step does, for the fused path to compile in line.
+
+    ``kind`` is filter, map, set, drop, key_by or route; ``arg`` the expression source (filter,
+    key_by, route), the field → expression mapping (map, set) or the dropped fields (drop).
+    """
+
+    kind: str
+    arg: Any
+    where: str
+
+
+_HEAD = """\
+def run(messages):
+    out = []
+    append = out.append
+    try:
+        for m in messages:
+            if m.error() is not None:
+                return None
+            v = loads(m.value())
+            k = m.key()
+"""
+_TAIL = """\
+            payload = dumps(v)
+            headers = m.headers()
+            extra = header_bytes(headers) if headers else 0
+            if len(payload) + (len(k) if k else 0) + extra > max_bytes:
+                return None
+            append((payload, k, headers))
+    except Exception:  # any record error: the general path isolates it
+        return None
+    return out
+"""
+_INDENT = " " * 12
+
+
+def fuse_spec(parts: list[SpecPart], max_bytes: int) -> FusedBatch | None:
+    """One function for the whole batch, or None when a step needs the general path (route:
+    the fast output writes to the default topic only)."""
+    if any(p.kind == "route" for p in parts):
+        return None
+    body: list[str] = []
+    budget = False
+    drops: dict[str, frozenset[str]] = {}
+    for i, part in enumerate(parts):
+        lines, done = _lines(i, part, drops)
+        body += lines
+        budget = budget or (done is not None and done.uses_budget)
+    if budget:
+        body.insert(0, "_b = _Budget()")
+    ends_dict = parts[-1].kind in ("map", "set", "drop")
+    if not ends_dict:  # a filter or key_by last: the input value may not be an object
+        body.append("if type(v) is not dict:\n" + _INDENT + "    return None")
+    if any(p.kind == "key_by" for p in parts):
+        body.append("k = _key(k)")
+    source = _HEAD + "".join(_INDENT + line + "\n" for line in body) + _TAIL
+    names = {"loads": loads, "dumps": dumps, "max_bytes": max_bytes, "_key": encode_key}
+    names.update(header_bytes=header_bytes, **drops)
+    run: FusedBatch = build(source, "run", "steps (fused)", names)
+    return run
+
+
+def _lines(
+    i: int, part: SpecPart, drops: dict[str, frozenset[str]]
+) -> tuple[list[str], Translated | None]:
+    """The loop-body lines of one step (and its translation, for the comprehension budget)."""
+    if part.kind == "drop":
+        drops[f"D_{i}"] = part.arg
+        return [f"v = {{f: x for f, x in v.items() if f not in D_{i}}}"], None
+    if part.kind in ("map", "set"):
+        done = fields_code(part.arg, part.where, MESSAGE_META, keep=part.kind == "set")
+        return [f"v = {done.code}"], done
+    done = translate(part.arg, part.where, MESSAGE_META, finite=part.kind != "filter")
+    if part.kind == "filter":
+        return [f"if not ({done.code}):", "    continue"], done
+    return [f"k = {done.code}"], done  # key_by

@@ -1,0 +1,258 @@
+"""The spec expression compiler: hostile expressions, equivalence with Python, isolation."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from app.errors import ConfigError, ExpressionLimit
+from app.output import Output
+from app.pipeline import Pipeline, Row, StepContext
+from app.pipeline.spec import compile_spec, load_spec
+from app.pipeline.steps import fuse
+from app.state.steps import Count
+from bench.pipelines import p1
+from tests.unit.test_fused_path import Msg
+
+
+def rows(*values: Any) -> list[Row]:
+    return [
+        Row(v, b"k", [("h", b"hv")], "in", 0, i, 1000 + i, b"raw") for i, v in enumerate(values)
+    ]
+
+
+def run(p: Pipeline, batch: list[Row]) -> tuple[list[Row], StepContext]:
+    ctx = StepContext(retries=1)
+    for step in p.steps:
+        batch = step(batch, ctx)
+    return batch, ctx
+
+
+def spec(*steps: dict[str, Any]) -> Pipeline:
+    return compile_spec({"steps": list(steps)})
+
+
+def general(p: Pipeline, values: list[Any]) -> list[tuple[bytes, Any]]:
+    """Outputs of the Row path, encoded as the fused path encodes them."""
+    out, ctx = run(p, [Row(v, b"k", None, "in", 0, i, 0, b"") for i, v in enumerate(values)])
+    assert not ctx.failures
+    keys = [r.key if r.key is None or type(r.key) is bytes else str(r.key).encode() for r in out]
+    return [(orjson.dumps(r.value), k) for r, k in zip(out, keys, strict=True)]
+
+
+def fused(p: Pipeline, values: list[Any]) -> list[tuple[bytes, Any]] | None:
+    run_batch = fuse(p.steps, True, 1_000_000)
+    assert run_batch is not None
+    encoded = run_batch([Msg(orjson.dumps(v), b"k", i) for i, v in enumerate(values)])
+    return None if encoded is None else [(payload, key) for payload, key, _ in encoded]
+
+
+# ---- hostile expressions ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("expression", "reason"),
+    [
+        ("9**9**9", "over a limit"),
+        ("4000000**4000000", "over a limit"),
+        ("'x' * 10**10", "over a limit"),
+        ("[0] * 10**10", "over a limit"),
+        ("1 << 10**6", "over a limit"),
+        ("f'{1:>999999999}'", "over a limit"),
+        ("'%999999999d' % 1", "over a limit"),
+        ("'a'.ljust(10**10)", "is not allowed"),
+        ("value.__class__", "attribute access"),
+        ("__import__('os')", "'__import__' is not allowed"),
+        ("open('/etc/passwd')", "'open' is not allowed"),
+        ("__builtins__", "dunder names"),
+        ("lambda: 1", "Lambda is not allowed"),
+        ("(x := 1)", "NamedExpr is not allowed"),
+        ("{x for x in items}", "SetComp is not allowed"),
+        ("len(*items)", "not allowed"),
+        ("1e308 * 10", "is inf"),
+        ("1 / 0", "ZeroDivisionError"),
+        ("amount >", "invalid expression"),
+    ],
+)
+def test_hostile_expression_is_refused_at_compile_time(expression: str, reason: str) -> None:
+    with pytest.raises(ConfigError, match=reason) as caught:
+        spec({"set": {"out": expression}})
+    message = str(caught.value)
+    assert message.startswith("pipeline spec spec steps[0].set.out: ")
+    assert "\n" not in message
+
+
+_4M = 4_000_000  # 4000000**4000000: ~30 s of CPU in simpleeval, which passed it
+
+
+@pytest.mark.parametrize(
+    ("expression", "benign", "hostile", "error"),
+    [
+        ("amount ** n", {"amount": 3, "n": 4}, {"amount": _4M, "n": _4M}, ExpressionLimit),
+        ("s * n", {"s": "x", "n": 3}, {"s": "x", "n": 10**10}, ExpressionLimit),
+        ("[0] * n", {"n": 3}, {"n": 10**10}, ExpressionLimit),
+        ("s + s", {"s": "ab"}, {"s": "x" * 60_000}, ExpressionLimit),
+        ("1 << n", {"n": 3}, {"n": 10**9}, ExpressionLimit),
+        ("f'{s:>{n}}'", {"s": "x", "n": 3}, {"s": "x", "n": 10**9}, ExpressionLimit),
+        ("s % 1", {"s": "%d"}, {"s": "%999999999d"}, ExpressionLimit),
+        ("[a for a in l for b in l for c in l]", {"l": [1, 2]}, {"l": list(range(100))},
+         ExpressionLimit),
+        ("[s * 100_000 for c in l]", {"s": "x", "l": [1]}, {"s": "x", "l": [1] * 20},
+         ExpressionLimit),
+        ("[[str(value)] for c in l]", {"l": [1]}, {"l": [1] * 100, "pad": "x" * 50_000},
+         ExpressionLimit),
+        ("float(s) * 2", {"s": "1.5"}, {"s": "inf"}, ExpressionLimit),
+        ("n or float(s)", {"n": 0, "s": "1.5"}, {"n": 0, "s": "nan"}, ExpressionLimit),
+        ("amount * 1e308", {"amount": 1.5}, {"amount": 10.0}, ExpressionLimit),
+        ("int(float(s))", {"s": "1.5"}, {"s": "inf"}, OverflowError),
+    ],
+)  # fmt: skip
+def test_hostile_operands_dead_letter_the_record_only(
+    expression: str, benign: dict[str, Any], hostile: dict[str, Any], error: type[Exception]
+) -> None:
+    pipeline = spec({"set": {"out": expression}})
+    out, ctx = run(pipeline, rows(benign, hostile, benign))
+    assert [r.offset for r in out] == [0, 2]  # the neighbours go on
+    assert [(f.row.offset, type(f.error)) for f in ctx.failures] == [(1, error)]
+    assert fused(pipeline, [benign, hostile]) is None  # the fast path hands the batch over
+    assert fused(pipeline, [benign]) == general(pipeline, [benign])
+
+
+def test_comprehensions_within_the_budget_work() -> None:
+    out, ctx = run(spec({"set": {"sq": "[x * x for x in l if x > 1]"}}), rows({"l": [1, 2, 3]}))
+    assert not ctx.failures
+    assert out[0].value["sq"] == [4, 9]
+
+
+# ---- same results as the Python form ---------------------------------------------------------
+
+_README_SPEC = spec(
+    {"filter": "kind != 'refund'"},
+    {"set": {"cents": "int(amount * 100)"}},
+    {"drop": ["debug"]},
+    {"key_by": "user"},
+)
+_README_PYTHON = (
+    Pipeline()
+    .filter(lambda v: v["kind"] != "refund")
+    .map(lambda v: {**v, "cents": int(v["amount"] * 100)})
+    .map(lambda v: {k: x for k, x in v.items() if k != "debug"})
+    .key_by(lambda v: v["user"])
+)
+_BENCH_P1_SPEC = load_spec(Path(__file__).resolve().parents[2] / "bench" / "specs" / "p1.yaml")
+
+_amounts = st.one_of(
+    st.integers(-(10**6), 10**6), st.floats(-1e6, 1e6, allow_nan=False, allow_infinity=False)
+)
+_records = st.fixed_dictionaries(
+    {
+        "id": st.text(max_size=8),
+        "user": st.text(max_size=8),
+        "amount": _amounts,
+        "kind": st.sampled_from(["sale", "refund"]),
+        "country": st.sampled_from(["DE", "FR"]),
+        "ts": st.integers(0, 2**40),
+        "debug": st.booleans(),
+    }
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(_records, max_size=20))
+def test_spec_equals_python_form_on_random_records(values: list[dict[str, Any]]) -> None:
+    for spec_form, python_form in ((_README_SPEC, _README_PYTHON), (_BENCH_P1_SPEC, p1)):
+        expected = general(python_form, values)
+        assert general(spec_form, values) == expected
+        assert fused(spec_form, values) == expected
+
+
+def test_fused_spec_sees_the_same_metadata_as_the_row_path() -> None:
+    pipeline = spec(
+        {"key_by": "user + '-' + str(offset)"},
+        {"set": {"k": "key", "t": "topic", "p": "partition", "h": "headers", "ts": "timestamp"}},
+    )
+    values = [{"user": "a", "l": [0, 1], "n": 4}, {"user": "b", "l": [], "n": 2}]
+    assert fused(pipeline, values) == general(pipeline, values)
+    shapes = spec({"set": {"c": "{str(x): [x] * 2 for x in l if x}", "f": "f'{user!r:>{n}}'"}})
+    assert fused(shapes, values) == general(shapes, values)
+    assert orjson.loads(general(shapes, values)[0][0])["f"] == " 'a'"
+
+
+def test_route_and_stateful_steps_keep_the_general_path() -> None:
+    assert fuse(spec({"route": "'t' if amount > 1 else None"}).steps, True, 1000) is None
+    assert fuse([*spec({"filter": "amount > 1"}).steps, Count()], True, 1000) is None
+    assert fuse(spec({"filter": "amount > 1"}).steps, False, 1000) is None
+
+
+# ---- no expression sees another's result or changes the input ---------------------------------
+
+
+def test_expressions_see_the_input_value_not_each_others_results() -> None:
+    original = {"amount": 5, "items": [1, 2]}
+    pipeline = spec(
+        {"set": {"amount": "amount * 2", "before": "amount", "items": "items + [3]"}},
+        {"map": {"doubled": "amount", "was": "before", "items": "items", "first": "value"}},
+    )
+    out, ctx = run(pipeline, rows(original))
+    assert not ctx.failures
+    assert out[0].value["doubled"] == 10
+    assert out[0].value["was"] == 5  # computed from the input of the set step
+    assert out[0].value["items"] == [1, 2, 3]
+    assert out[0].value["first"]["amount"] == 10  # ``value`` is the map step's input
+    assert original == {"amount": 5, "items": [1, 2]}  # the input record is untouched
+
+
+def test_the_documented_example_compiles_and_runs() -> None:
+    text = (Path(__file__).resolve().parents[2] / "docs" / "expressions.md").read_text()
+    example = yaml.safe_load(text.split("```yaml\n", 1)[1].split("```", 1)[0])
+    record = {"kind": "sale", "amount": 1500.5, "id": "r1", "user": "u", "tags": ["a", ""]}
+    out, ctx = run(compile_spec(example), rows(record))
+    assert not ctx.failures
+    assert out[0].value == {"id": "r1", "user": "u", "cents": 150050, "tags": ["a"]}
+    assert (out[0].key, out[0].topic) == ("u", "payments-large")
+
+
+def test_fused_spec_leaves_large_outputs_and_non_objects_to_the_general_path() -> None:
+    too_large = fuse(spec({"set": {"pad": "'x' * 200"}}).steps, True, 100)
+    assert too_large is not None
+    assert too_large([Msg(b'{"a": 1}')]) is None
+    filter_only = fuse(spec({"filter": "value != 0"}).steps, True, 100)
+    assert filter_only is not None
+    assert filter_only([Msg(b"5")]) is None  # a number: Output encodes it, not the fast path
+    assert filter_only([Msg(b'{"a": 1}')]) == [(b'{"a":1}', b"k", None)]
+
+
+@pytest.mark.parametrize("expression", ["-" * 100_000 + "1", "[" * 200 + "]" * 200, "a\x00b"])
+def test_absurd_expressions_are_config_errors_not_crashes(expression: str) -> None:
+    with pytest.raises(ConfigError, match=r"^pipeline spec spec steps\[0\]\.set"):
+        spec({"set": {"out": expression}})
+
+
+class _Producer:
+    """The producer calls Output.send makes."""
+
+    def __init__(self) -> None:
+        self.produced: list[tuple[str, bytes]] = []
+
+    def produce(self, topic: str, value: bytes, key: Any = None, **_: Any) -> None:
+        self.produced.append((topic, value))
+
+    def poll(self, _timeout: float) -> int:
+        return 0
+
+
+def test_results_json_cannot_carry_fail_their_record_at_output() -> None:
+    pipeline = spec({"set": {"cents": "int(amount * 1e20)", "tags": "set(tags)"}})
+    batch, ctx = run(pipeline, rows({"amount": 1.0, "tags": []}, {"amount": 0.0, "tags": []}))
+    assert not ctx.failures  # Python computes both; JSON cannot carry the first
+    producer = _Producer()
+    output = Output(producer, "out", "dlq", 1_000_000, lambda topic: True)
+    failures = output.send(batch)
+    assert [(f.row.offset, f.step) for f in failures] == [(0, "output"), (1, "output")]
+    assert producer.produced == []
