@@ -87,6 +87,7 @@ class Checkpoint:
             raise CheckpointAborted(f"fault injection: aborting checkpoint #{self._nonempty}")
         # 3 + 4. input offsets into the transaction, commit
         self._txn.commit([TopicPartition(t, p, o) for (t, p), o in positions.items()])
+        self._output.checkpoint_committed(self.consumed)  # dead-letter summary + ratio check
         # 5. local state: one WriteBatch per partition (dirty keys + changelog offset)
         self._state.after_commit()
         # 6. the next transaction

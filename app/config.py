@@ -101,6 +101,12 @@ class BridgeSettings(ConnectionSettings):
     on_error: Literal["dlq", "fail"] = Field("dlq", description="what a bad record does")
     record_retries: int = Field(2, ge=0, le=100, description="retries of a raising step")
     max_output_bytes: int = Field(1_000_000, gt=0, description="larger outputs are dead-lettered")
+    max_dead_letter_ratio: float | None = Field(
+        None, ge=0, lt=1, description="dead letters / input over the window that fails /readyz"
+    )
+    dead_letter_ratio_window: float = Field(
+        60.0, gt=0, description="seconds of checkpoints the ratio covers (at least the last)"
+    )
 
     group_id: str = Field("eos-bridge", min_length=1, description="consumer group")
     instance_id: str = Field(

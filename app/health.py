@@ -12,13 +12,15 @@ from app.metrics import Metrics
 
 
 class Health:
-    """Liveness = the loop beat recently; readiness = assigned and recovered."""
+    """Liveness = the loop beat recently; readiness = assigned and recovered, and not degraded
+    (too many dead letters, :mod:`app.deadletters`)."""
 
     def __init__(self, stale_after: float) -> None:
         self._stale_after = stale_after
         self._beat = time.monotonic()
         self.ready = False
         self.reason = "starting"
+        self.degraded: str | None = None
 
     def beat(self) -> None:
         self._beat = time.monotonic()
@@ -28,6 +30,16 @@ class Health:
 
     def set_ready(self, ready: bool, reason: str) -> None:
         self.ready, self.reason = ready, reason
+
+    def set_degraded(self, reason: str | None) -> None:
+        """Running but unhealthy (``reason``), or healthy again (None): overrides readiness."""
+        self.degraded = reason
+
+    def readiness(self) -> tuple[bool, str]:
+        """What ``/readyz`` answers: ready or not, and why."""
+        if self.degraded is not None:
+            return False, self.degraded
+        return self.ready, self.reason
 
 
 def serve(host: str, port: int, health: Health, metrics: Metrics) -> ThreadingHTTPServer:
@@ -41,8 +53,8 @@ def serve(host: str, port: int, health: Health, metrics: Metrics) -> ThreadingHT
                 ok = health.alive()
                 self._send(200 if ok else 503, b"ok\n" if ok else b"loop stalled\n")
             elif self.path == "/readyz":
-                body = f"{health.reason}\n".encode()
-                self._send(200 if health.ready else 503, body)
+                ready, reason = health.readiness()
+                self._send(200 if ready else 503, f"{reason}\n".encode())
             else:
                 self._send(404, b"not found\n")
 

@@ -191,10 +191,7 @@ class Bridge:
                 f"record {where} failed in step {failure.step!r}: "
                 f"{type(failure.error).__name__}: {failure.error} (on_error=fail)"
             )
-        log.warning(
-            "dead-lettering %s (%s: %s)", where, type(failure.error).__name__, failure.error
-        )
-        self._output.dead_letter(failure)
+        self._output.dead_letter(failure)  # logged once per checkpoint (app.deadletters)
         self._metrics.dead_lettered.inc()
 
     def _consumer_error(self, err: KafkaError) -> None:

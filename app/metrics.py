@@ -16,6 +16,18 @@ class Metrics:
         self.dead_lettered = Counter(
             "eos_bridge_records_dead_lettered", "Records sent to the dead-letter topic", registry=r
         )
+        self.dead_letters = Counter(
+            "eos_bridge_dead_letter_records",
+            "Committed dead letters by step and error class (the eos.dlq.error.* headers)",
+            ["step", "error_class"],
+            registry=r,
+        )
+        self.dead_letter_ratio = Gauge(
+            "eos_bridge_dead_letter_ratio",
+            "Dead letters per input record over dead_letter_ratio_window, by step and error class",
+            ["step", "error_class"],
+            registry=r,
+        )
         self.checkpoints = Counter("eos_bridge_checkpoints", "Committed checkpoints", registry=r)
         self.aborts = Counter(
             "eos_bridge_transaction_aborts",

@@ -7,13 +7,23 @@ the producer's open transaction.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any
 
 import orjson
 from confluent_kafka import KafkaError, KafkaException
 
-from app.errors import CheckpointAborted, OutputTooLarge, RecordError, StepError
+from app.deadletters import DeadLetters
+from app.errors import CheckpointAborted, OutputTooLarge, RecordError
 from app.kafka.errors import describe, kafka_error
+from app.pipeline.encoding import (
+    NON_FINITE,
+    encode_key,
+    encode_value,
+    has_non_finite,
+    not_encodable,
+)
+from app.pipeline.errors import InvalidRoute, UnknownRouteTopic
 from app.pipeline.record import Row
 from app.pipeline.steps import Failure
 
@@ -29,22 +39,19 @@ H_STEP = "eos.dlq.error.step"
 H_VALUE_DROPPED = "eos.dlq.value.dropped.bytes"
 
 
-def encode_value(value: Any) -> bytes | None:
-    if value is None or isinstance(value, bytes):
-        return value
-    if isinstance(value, str):
-        return value.encode()
-    return orjson.dumps(value)
-
-
-def encode_key(key: Any) -> bytes | None:
-    if key is None or isinstance(key, bytes):
-        return key
-    return str(key).encode()
-
-
 class Output:
-    """Produces rows and dead letters into the open transaction of ``producer``."""
+    """Produces rows and dead letters into the open transaction of ``producer``.
+
+    Args:
+        producer: the transactional producer.
+        default_topic: where rows without a route go (``output_topic``).
+        dlq_topic: the dead-letter topic.
+        max_bytes: ``max_output_bytes``; larger outputs are dead-lettered.
+        topic_exists: answers from a cache whether a routed-to topic exists
+            (:class:`app.kafka.catalog.TopicCatalog`); called once per routed record.
+        client_max_bytes: the producer's ``message.max.bytes``.
+        dead_letters: counts dead letters for the summary lines, metrics and ratio check.
+    """
 
     def __init__(
         self,
@@ -52,16 +59,21 @@ class Output:
         default_topic: str,
         dlq_topic: str,
         max_bytes: int,
-        topic_exists: Any,
+        topic_exists: Callable[[str], bool],
         client_max_bytes: int = 1_000_000,
+        dead_letters: DeadLetters | None = None,
     ) -> None:
         self._producer = producer
         self._default_topic = default_topic
         self._dlq_topic = dlq_topic
         self._max_bytes = max_bytes
-        self._topic_exists = topic_exists  # callable(str) -> bool, cached by the caller
+        self._topic_exists = topic_exists
         self._client_max_bytes = client_max_bytes  # the producer's message.max.bytes
+        self._dead_letters = dead_letters
         self._delivery_errors: list[str] = []
+        # Inputs dead-lettered in the open transaction: a fan-out whose outputs fail twice
+        # still puts its input in the DLQ once.
+        self._dead: set[tuple[str, int, int]] = set()
 
     def on_delivery(self, err: Any, msg: Any) -> None:
         """Producer-level delivery callback: latch failures; the checkpoint raises them."""
@@ -71,7 +83,7 @@ class Output:
             )
 
     def send(self, rows: list[Row]) -> list[Failure]:
-        """Produce ``rows``; returns those that cannot be written (too large, unknown route).
+        """Produce ``rows``; returns those that cannot be written (see :meth:`_refusal`).
 
         The hot path of the bridge: the common cases (dict value, bytes or no key, no headers)
         are inlined; everything else goes through :func:`encode_value` / :func:`encode_key`.
@@ -80,23 +92,26 @@ class Output:
         produce = self._producer.produce
         default, max_bytes, dumps = self._default_topic, self._max_bytes, orjson.dumps
         for row in rows:
-            value = row.value
+            value, topic, key = row.value, row.topic, row.key
             try:
+                what = "value"
                 payload = dumps(value) if type(value) is dict else encode_value(value)
-            except TypeError as exc:  # a set, an int over 64 bits...: this record only
-                failures.append(Failure(row, "output", StepError(f"value not JSON: {exc}")))
+                if key is not None and type(key) is not bytes:
+                    what = "key"
+                    key = encode_key(key)
+            except Exception as exc:  # orjson.JSONEncodeError, UnicodeEncodeError, a key's str()
+                failures.append(Failure(row, "output", not_encodable(row, what, exc)))
                 continue
-            if payload is not None and len(payload) > max_bytes:
-                failures.append(Failure(row, "output", _too_large(row, len(payload), max_bytes)))
+            if payload is not None and (
+                len(payload) > max_bytes or (b"null" in payload and has_non_finite(value))
+            ):
+                failures.append(Failure(row, "output", self._refusal(row, payload)))
                 continue
-            topic = row.topic or default
-            if topic is not default and not self._topic_exists(topic):
-                error = StepError(f"route target topic {topic!r} does not exist")
-                failures.append(Failure(row, "route", error))
+            if topic is None:
+                topic = default
+            elif type(topic) is not str or not topic or not self._topic_exists(topic):
+                failures.append(Failure(row, "route", self._bad_route(topic)))
                 continue
-            key = row.key
-            if key is not None and type(key) is not bytes:
-                key = encode_key(key)
             headers = row.headers
             try:
                 if headers is None:
@@ -115,6 +130,25 @@ class Output:
                 failures.append(Failure(row, "output", _too_large(row, size, max_bytes)))
         self._producer.poll(0)
         return failures
+
+    def _refusal(self, row: Row, payload: bytes) -> RecordError:
+        """Why ``row``'s encoded ``payload`` cannot be written: too large, or NaN/inf that the
+        encoder wrote as null."""
+        if len(payload) > self._max_bytes:
+            return _too_large(row, len(payload), self._max_bytes)
+        return not_encodable(row, "value", NON_FINITE)
+
+    @staticmethod
+    def _bad_route(topic: Any) -> RecordError:
+        if type(topic) is not str or not topic:
+            return InvalidRoute(
+                f"route returned {topic!r} ({type(topic).__name__}); a route must return a "
+                f"topic name (a non-empty string) or None for output_topic"
+            )
+        return UnknownRouteTopic(
+            f"route target topic {topic!r} does not exist (the bridge never creates topics; "
+            f"a topic created later is used within a few seconds)"
+        )
 
     @property
     def fast_path_max_bytes(self) -> int:
@@ -140,18 +174,25 @@ class Output:
         self._producer.poll(0)
 
     def dead_letter(self, failure: Failure) -> None:
-        """Write the failed record's original bytes to the DLQ with error headers."""
+        """Write the failed record's original bytes to the DLQ with error headers (once per
+        input record and transaction)."""
         row, error = failure.row, failure.error
+        source = (row.source_topic, row.partition, row.offset)
+        if source in self._dead:
+            return
+        self._dead.add(source)
         headers = list(row.headers or ())
         headers += [
             (H_TOPIC, row.source_topic.encode()),
             (H_PARTITION, str(row.partition).encode()),
             (H_OFFSET, str(row.offset).encode()),
             (H_CLASS, type(error).__name__.encode()),
-            (H_MESSAGE, str(error)[:2000].encode()),
-            (H_STEP, failure.step.encode()),
+            (H_MESSAGE, _text(str(error)[:2000])),
+            (H_STEP, _text(failure.step)),
         ]
-        key = encode_key(row.key)
+        key = _dlq_key(row.key)
+        if self._dead_letters is not None:
+            self._dead_letters.add(failure)
         try:
             self._produce(self._producer.produce, self._dlq_topic, row.raw, key, headers)
         except CheckpointAborted as exc:
@@ -173,8 +214,19 @@ class Output:
             raise CheckpointAborted(f"{count} delivery error(s), first: {first}")
 
     def reset(self) -> None:
-        """Forget latched errors (after an abort they belong to the aborted transaction)."""
+        """Forget latched errors and dead letters (after an abort they belong to the aborted
+        transaction)."""
         self._delivery_errors.clear()
+        self._dead.clear()
+        if self._dead_letters is not None:
+            self._dead_letters.discard()
+
+    def checkpoint_committed(self, consumed: int) -> None:
+        """The transaction holding ``consumed`` input records committed: account for its
+        dead letters (one summary line, metrics, the ratio check)."""
+        self._dead.clear()
+        if self._dead_letters is not None:
+            self._dead_letters.committed(consumed)
 
     def _produce(
         self, produce: Any, topic: str, value: bytes | None, key: bytes | None, headers: Any
@@ -187,6 +239,21 @@ class Output:
                 self._producer.poll(0.05)  # queue full: serve deliveries, then retry
             except KafkaException as exc:
                 raise CheckpointAborted(f"produce to {topic!r} failed: {describe(exc)}") from exc
+
+
+def _text(text: str) -> bytes:
+    return text.encode("utf-8", "backslashreplace")  # a message may quote a lone surrogate
+
+
+def _dlq_key(key: Any) -> bytes | None:
+    """The dead letter's key: the row's key as well as it can be encoded (it may be the very
+    key that could not be)."""
+    if key is None or isinstance(key, bytes):
+        return key
+    try:
+        return _text(str(key))
+    except Exception:  # a key object whose str() raises: the source headers still identify it
+        return None
 
 
 def _too_large_for_client(exc: BaseException | None) -> bool:

@@ -15,9 +15,11 @@ from confluent_kafka import Consumer, Producer
 
 from app.checkpoint import Checkpoint
 from app.config import BridgeSettings
+from app.deadletters import DeadLetters
 from app.errors import BridgeError, ConfigError, KafkaFatalError, RecordError
 from app.health import Health, serve
 from app.kafka.admin import require_topics
+from app.kafka.catalog import TopicCatalog
 from app.kafka.defaults import consumer_config, producer_config
 from app.loop import Bridge
 from app.metrics import Metrics
@@ -75,15 +77,6 @@ def build(settings: BridgeSettings, metrics: Metrics, health: Health) -> Bridge:
             dict(settings.consumer),
         )
     )  # fmt: skip
-    known = set(topics)
-
-    def topic_exists(name: str) -> bool:
-        if name not in known and name in consumer.list_topics(name, timeout=10).topics:
-            meta = consumer.list_topics(name, timeout=10).topics[name]
-            if meta.error is None:
-                known.add(name)
-        return name in known
-
     output_holder: dict[str, Output] = {}
     pconf = producer_config(
         settings.bootstrap_servers,
@@ -105,8 +98,11 @@ def build(settings: BridgeSettings, metrics: Metrics, health: Health) -> Bridge:
         settings.output_topic,
         settings.dead_letter_topic,
         settings.max_output_bytes,
-        topic_exists,
+        TopicCatalog(consumer.list_topics, topics),
         client_max_bytes=int(pconf.get("message.max.bytes", 1_000_000)),
+        dead_letters=DeadLetters(
+            metrics, health, settings.max_dead_letter_ratio, settings.dead_letter_ratio_window
+        ),
     )
     output_holder["o"] = output
     txn = Transactions(

@@ -26,7 +26,7 @@ from typing import Any
 
 from orjson import dumps, loads
 
-from app.output import encode_key
+from app.pipeline.encoding import encode_key
 from app.pipeline.expressions import MESSAGE_META, Translated, build, fields_code, translate
 from app.pipeline.steps import header_bytes
 

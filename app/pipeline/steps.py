@@ -13,6 +13,7 @@ from typing import Any, Protocol
 
 import orjson
 
+from app.pipeline.encoding import has_non_finite
 from app.pipeline.record import Row
 
 
@@ -172,7 +173,8 @@ def fuse(steps: list[Step], decode_json: bool, max_bytes: int) -> FusedBatch | N
     The pass decodes, filters, maps and encodes each message without building :class:`Row`
     objects (about 1 µs per record less; bench/, issue 7). It returns the encoded outputs, or
     None when anything needs the general path: a message error, undecodable JSON, a raising
-    step, a map result that is not a dict or None (fan-out lists, strings...), an output whose
+    step, a map result that is not a dict or None (fan-out lists, strings...), an output that
+    cannot be encoded faithfully (integers beyond 64 bits, NaN/inf), an output whose
     value + key + headers exceed ``max_bytes`` (pass a bound safely below both
     ``max_output_bytes`` and the producer's ``message.max.bytes``, so the size errors stay on
     the general path, which dead-letters them). The caller then runs the batch through the
@@ -221,6 +223,8 @@ def fuse(steps: list[Step], decode_json: bool, max_bytes: int) -> FusedBatch | N
                             return None
                 else:
                     payload, key, headers = dumps(value), m.key(), m.headers()
+                    if b"null" in payload and has_non_finite(value):
+                        return None  # NaN/inf, written as null: the general path refuses it
                     size = len(payload) + (len(key) if key else 0)
                     if headers:
                         size += header_bytes(headers)

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from math import isfinite
 from typing import Any
 
 from app.errors import ConfigError
+from app.pipeline.errors import INT64_MAX, INT64_MIN, AggregateOverflow, InvalidEventTime
 from app.pipeline.record import Row
-from app.pipeline.steps import PartitionState, StateAccess, StepContext
+from app.pipeline.steps import Failure, PartitionState, StateAccess, StepContext
+from app.state.keys import display_key
 
 # Every output of a stateful step says which input record produced it.
 SOURCE_TOPIC, SOURCE_PARTITION, SOURCE_OFFSET = (
@@ -106,12 +109,52 @@ def number(value: Any, what: str) -> int | float:
     raise TypeError(f"{what} must be a number, got {type(value).__name__}: {value!r}")
 
 
+# Times (event times, window bounds, ttls) in ms stay within ±2**62 so that sums of two of them
+# still fit the signed 64-bit integers of the state keys (app.state.keys.encode_int).
+MAX_MILLIS = 2**62
+
+
+def out_of_range(total: int | float) -> bool:
+    """True when an aggregate cannot be stored and emitted faithfully: an int outside signed
+    64 bits, or a float that is NaN or ±inf (JSON would say null)."""
+    return not INT64_MIN <= total <= INT64_MAX and (isinstance(total, int) or not isfinite(total))
+
+
+def overflow(ctx: StepContext, step: str, row: Row, what: str, total: Any) -> None:
+    """Dead-letter ``row``: it would take the aggregate ``what`` of its key to ``total``."""
+    story = (
+        "null (left by an earlier version that let it overflow)"
+        if total is None
+        else f"{total!r}, outside the finite numbers within signed 64-bit integers"
+    )
+    error = AggregateOverflow(
+        f"{what} of key {display_key(row.key)!r} would be {story}; the stored value is unchanged"
+    )
+    ctx.failures.append(Failure(row, step, error))
+
+
+def event_time(value: Any) -> int:
+    """``value`` as an event time in ms, or :class:`InvalidEventTime`."""
+    number = isinstance(value, int | float) and not isinstance(value, bool)
+    if number and -MAX_MILLIS <= value <= MAX_MILLIS:  # False for NaN too
+        return int(value)
+    raise InvalidEventTime(
+        f"event time must be a number of milliseconds within ±2**62, got {value!r}"
+    )
+
+
 def milliseconds(seconds: float | None, what: str, allow_none: bool = False) -> int | None:
     """Seconds (API and spec unit) → whole milliseconds, validated."""
     if seconds is None:
         if allow_none:
             return None
         raise ConfigError(f"{what} is required (seconds)")
-    if isinstance(seconds, bool) or not isinstance(seconds, int | float) or seconds < 0:
-        raise ConfigError(f"{what} must be a non-negative number of seconds, got {seconds!r}")
+    if (
+        isinstance(seconds, bool)
+        or not isinstance(seconds, int | float)
+        or not 0 <= seconds * 1000 <= MAX_MILLIS  # False for NaN too
+    ):
+        raise ConfigError(
+            f"{what} must be a non-negative number of seconds (at most 2**62 ms), got {seconds!r}"
+        )
     return round(seconds * 1000)

@@ -18,6 +18,7 @@ from typing import Any
 import orjson
 
 from app.errors import ConfigError
+from app.pipeline.errors import INT64_MAX
 from app.pipeline.expressions import row_expression
 from app.pipeline.record import Row
 from app.pipeline.spec import step_compiler
@@ -35,6 +36,8 @@ from app.state.stepkit import (
     extractor,
     milliseconds,
     number,
+    out_of_range,
+    overflow,
     require_state,
 )
 from app.state.windows import Aggregate, Window, advance_stream_time, persist_stream_time
@@ -134,6 +137,9 @@ class Count:
             view = views.of(row)
             raw = view.get(key)
             count = 1 if raw is None else int(raw) + 1
+            if count > INT64_MAX:
+                overflow(ctx, self.name, row, f"count {self.name!r}", count)
+                continue
             view.set(key, b"%d" % count)
             row.value = _keyed_output(row, "count", count)
             out.append(row)
@@ -174,7 +180,13 @@ class Sum:
             key, amount = got
             view = views.of(row)
             raw = view.get(key)
-            total = (0 if raw is None else orjson.loads(raw)) + amount
+            try:
+                total = (0 if raw is None else orjson.loads(raw)) + amount
+            except TypeError:  # a stored null: see overflow()
+                total = None
+            if total is None or out_of_range(total):
+                overflow(ctx, self.name, row, f"sum {self.name!r}", total)
+                continue
             view.set(key, orjson.dumps(total))
             row.value = _keyed_output(row, "sum", total)
             out.append(row)

@@ -17,16 +17,19 @@ from typing import Any, Protocol
 import orjson
 
 from app.errors import ConfigError
+from app.pipeline.errors import AggregateOverflow
 from app.pipeline.record import Row
-from app.pipeline.steps import PartitionState, StepContext
+from app.pipeline.steps import Failure, PartitionState, StepContext
 from app.state.keys import decode_int, decode_key, display_key, encode_int, encode_key
 from app.state.stepkit import (
     Extractor,
     FieldSpec,
     Views,
+    event_time,
     extract_all,
     extractor,
     number,
+    out_of_range,
     provenance,
 )
 from app.state.stepkit import require_state as _require_state
@@ -90,7 +93,10 @@ class Aggregation(Protocol):
 
     def extract(self, row: Row) -> Any: ...
 
-    def add(self, acc: Any, value: Any) -> Any: ...
+    def add(self, acc: Any, value: Any) -> Any:
+        """The accumulator with ``value`` folded in; raises :class:`AggregateOverflow` when it
+        would leave what state and JSON can hold."""
+        ...
 
     def result(self, acc: Any) -> Any: ...
 
@@ -121,7 +127,14 @@ class Aggregate:
         return None if self._get is None else number(self._get(row), f"{self.kind} field")
 
     def add(self, acc: Any, value: Any) -> Any:
-        return _ADD[self.kind](acc, value)
+        new = _ADD[self.kind](acc, value)
+        total = new[0] if self.kind == "mean" else new
+        if out_of_range(total):
+            raise AggregateOverflow(
+                f"window {self.kind} would be {total!r}, outside the finite numbers within "
+                f"signed 64-bit integers; the stored value is unchanged"
+            )
+        return new
 
     def result(self, acc: Any) -> Any:
         return acc[0] / acc[1] if self.kind == "mean" else acc
@@ -179,8 +192,8 @@ class Window:
         return self.name
 
     def _extract(self, row: Row) -> tuple[bytes, int, Any]:
-        ts = row.timestamp if self._ts is None else self._ts(row)
-        return encode_key(row.key), int(number(ts, "event time")), self.aggregate.extract(row)
+        ts = row.timestamp if self._ts is None else event_time(self._ts(row))
+        return encode_key(row.key), ts, self.aggregate.extract(row)
 
     def __call__(self, rows: list[Row], ctx: StepContext) -> list[Row]:
         views = Views(_require_state(ctx, self.name), self.name)
@@ -195,18 +208,27 @@ class Window:
                 continue
             key, ts, value = got
             view = views.of(row)
-            now = advance_stream_time(view, ts)
+            current = stream_time(view)
+            now = ts if current is None or ts > current else current
             starts = (ts - ts % size,) if tumbling else window_starts(ts, size, hop)
-            for start in starts:
-                if start + size + grace <= now:
-                    continue  # late for this window (is_closed): its result is already out
-                wkey = WINDOW_PREFIX + encode_int(start) + key
-                slot = (view, wkey)
-                acc = accs.get(slot, _UNREAD)
-                if acc is _UNREAD:
-                    raw = view.get(wkey)
-                    acc = None if raw is None else orjson.loads(raw)
-                accs[slot] = add(acc, value)
+            updates = []
+            try:
+                for start in starts:
+                    if start + size + grace <= now:
+                        continue  # late for this window (is_closed): its result is already out
+                    wkey = WINDOW_PREFIX + encode_int(start) + key
+                    slot = (view, wkey)
+                    acc = accs.get(slot, _UNREAD)
+                    if acc is _UNREAD:
+                        raw = view.get(wkey)
+                        acc = None if raw is None else orjson.loads(raw)
+                    updates.append((slot, add(acc, value)))
+            except AggregateOverflow as exc:
+                # As if the record never came: no accumulator changed, stream time unmoved.
+                ctx.failures.append(Failure(row, self.name, exc))
+                continue
+            accs.update(updates)
+            view.memo["t"] = now
             last[(row.source_topic, row.partition)] = row
         dumps = orjson.dumps
         for (view, wkey), acc in accs.items():

@@ -7,7 +7,8 @@ from confluent_kafka import KafkaError, KafkaException
 
 from app.devkafka.topics import KafkaRecord
 from app.kafka.errors import Action, classify
-from app.output import H_OFFSET, H_PARTITION, H_TOPIC, encode_key, encode_value
+from app.output import H_OFFSET, H_PARTITION, H_TOPIC
+from app.pipeline.encoding import encode_key, encode_value
 from app.verify import IdExtractor, audit
 
 

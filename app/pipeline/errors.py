@@ -1,0 +1,49 @@
+"""What can go wrong with one record: the error classes a dead letter names.
+
+Every class here is a :class:`~app.errors.RecordError`: the record goes to the dead-letter topic
+inside the open transaction (``on_error=dlq``) or stops the bridge (``on_error=fail``, exit 4).
+Its class name is the dead letter's ``eos.dlq.error.class`` header (the README lists them all)::
+
+    RecordError (app.errors)
+    ├── DeserializationError (app.errors)   input is not JSON
+    ├── OutputTooLarge (app.errors)          output over max_output_bytes / message.max.bytes
+    ├── OutputNotEncodable                   output has no faithful JSON form
+    ├── InvalidRoute                         a route gave a non-string or an empty string
+    ├── UnknownRouteTopic                    a route named a topic that does not exist
+    ├── AggregateOverflow                    sum/count/window aggregate out of range
+    └── InvalidEventTime                     a window's event time is not a usable number
+
+A step whose own code raises (an expression or a Python function: ``ValueError``,
+``TypeError``, ``KeyError``, ``ZeroDivisionError``, simpleeval's ``NameNotDefined``...) is
+dead-lettered under that exception's class name.
+"""
+
+from __future__ import annotations
+
+from app.errors import RecordError
+
+# Integers every reader of our output and changelogs can hold (Java long, Spark LongType).
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+
+
+class OutputNotEncodable(RecordError):
+    """The output value or key has no faithful JSON form: an integer beyond 64 bits, NaN or
+    ±inf (JSON has no such numbers; the encoder would write ``null``), a non-string dict key,
+    a type JSON does not know, or text that is not valid UTF-8."""
+
+
+class InvalidRoute(RecordError):
+    """A route returned something other than a topic name (not a string, or empty)."""
+
+
+class UnknownRouteTopic(RecordError):
+    """A route named a topic that does not exist on the cluster."""
+
+
+class AggregateOverflow(RecordError):
+    """A stateful aggregate would leave signed 64-bit integers or stop being a finite number
+    (a sum past 2**63 - 1, a float sum reaching inf, NaN). The stored value is left as it was."""
+
+
+class InvalidEventTime(RecordError):
+    """A window's event time is not a number of milliseconds within ±2**62."""
