@@ -101,3 +101,16 @@ def test_secrets_are_masked_and_passed_to_clients() -> None:
 def test_every_key_that_can_carry_a_secret_is_masked(key: str) -> None:
     s = load_settings(**BASE, kafka={key: "s3cret-value"})
     assert "s3cret-value" not in str(s.masked())
+
+
+def test_dead_letter_ratio_settings() -> None:
+    s = load_settings(**BASE)
+    assert s.max_dead_letter_ratio is None and s.dead_letter_ratio_window == 60
+    s = load_settings(**BASE, max_dead_letter_ratio=0.5, dead_letter_ratio_window=300)
+    assert s.max_dead_letter_ratio == 0.5
+    for bad in (1, 1.5, -0.1):
+        with pytest.raises(ConfigError) as info:
+            load_settings(**BASE, max_dead_letter_ratio=bad)
+        assert "max_dead_letter_ratio (BRIDGE_MAX_DEAD_LETTER_RATIO)" in str(info.value)
+    with pytest.raises(ConfigError, match="BRIDGE_DEAD_LETTER_RATIO_WINDOW"):
+        load_settings(**BASE, dead_letter_ratio_window=0)

@@ -88,6 +88,8 @@ def test_anything_unusual_takes_the_general_path() -> None:
         (Pipeline().map(lambda v: "text"), messages(3)),  # not a dict
         (Pipeline().map(lambda v: v), [*messages(3), Msg(b"not json")]),  # undecodable
         (Pipeline().map(lambda v: {"pad": "x" * 200}), messages(3)),  # over max_bytes
+        (Pipeline().map(lambda v: {**v, "c": v["id"] * 10**20}), messages(3)),  # > 64 bits
+        (Pipeline().map(lambda v: {**v, "r": [float("nan")]}), messages(3)),  # NaN → null
     ]
     for pipeline, batch in cases:
         fused = fuse(pipeline.steps, True, 100)
@@ -100,3 +102,10 @@ def test_no_fast_path_for_keying_routing_state_or_bytes_input() -> None:
     assert fuse(Pipeline().route(lambda v: "t").steps, True, 1000) is None
     assert fuse(Pipeline().then(Count()).steps, True, 1000) is None
     assert fuse(Pipeline().map(lambda v: v).steps, False, 1000) is None
+
+
+def test_a_null_that_is_really_null_stays_on_the_fast_path() -> None:
+    fused = fuse(Pipeline().map(lambda v: {**v, "none": None, "s": "null"}).steps, True, 1000)
+    assert fused is not None
+    encoded = fused(messages(3))
+    assert encoded is not None and len(encoded) == 3
