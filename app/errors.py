@@ -17,7 +17,8 @@
         ├── DeserializationError   topic (policy ``dlq``) or stops the bridge (policy ``fail``)
         ├── StepError
         │   └── ExpressionLimit    a spec expression would exceed a CPU/memory bound
-        └── OutputTooLarge
+        ├── OutputTooLarge
+        └── ...                    one class per kind of failure: app.pipeline.errors
 
 Messages name the setting, topic/partition/offset and what to do.
 """

@@ -100,7 +100,8 @@ class Filter:
         except Exception:
             kept = []
             for r in rows:
-                ok, keep = ctx.guarded(self.name, r, lambda row: pred(row.value))
+                # bool() inside the guard: a result whose truth value raises is this record's fault
+                ok, keep = ctx.guarded(self.name, r, lambda row: bool(pred(row.value)))
                 if ok and keep:
                     kept.append(r)
             return kept

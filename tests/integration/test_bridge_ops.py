@@ -23,8 +23,6 @@ from tests.support.bridge import (
     metric,
     wait_caught_up,
 )
-from tests.support.http import http_get as _get
-from tests.support.http import metric as _metric
 from tests.support.kafka import KafkaFixture, wait_until
 
 pytestmark = pytest.mark.integration

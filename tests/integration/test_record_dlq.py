@@ -18,8 +18,14 @@ import pytest
 from app.devkafka.cluster import free_port
 from app.output import H_CLASS, H_OFFSET, H_PARTITION, H_STEP
 from tests.integration.conftest import MakeBridge
-from tests.support.bridge import BridgeProcess, base_settings, bridge_topics, wait_caught_up
-from tests.support.http import http_get, metric
+from tests.support.bridge import (
+    BridgeProcess,
+    base_settings,
+    bridge_topics,
+    http_get,
+    metric,
+    wait_caught_up,
+)
 from tests.support.kafka import KafkaFixture, wait_until
 
 pytestmark = pytest.mark.integration

@@ -151,10 +151,13 @@ def http_get(port: int, path: str) -> tuple[int, str]:
         return 0, ""
 
 
-def metric(text: str, name: str) -> float:
-    """Sum of every sample of ``name`` in a Prometheus text exposition."""
+def metric(text: str, name: str, **labels: str) -> float:
+    """Sum of the samples of ``name`` in a Prometheus text exposition whose labels include
+    ``labels`` (every sample when none are given)."""
+    wanted = [f'{k}="{v}"' for k, v in labels.items()]
     total = 0.0
     for line in text.splitlines():
-        if line.startswith(name + " ") or line.startswith(name + "{"):
+        ours = line.startswith(name + " ") or line.startswith(name + "{")
+        if ours and all(w in line for w in wanted):
             total += float(line.rsplit(" ", 1)[1])
     return total

@@ -115,3 +115,14 @@ def test_failing_expression_fails_per_record_not_the_process() -> None:
     out, ctx = run(compile_spec({"steps": [{"filter": "a > 1"}]}), rows({"a": 2}, {"b": 1}))
     assert [r.value for r in out] == [{"a": 2}]
     assert [f.row.offset for f in ctx.failures] == [1]
+
+
+def test_a_filter_result_whose_truth_value_raises_fails_only_its_record() -> None:
+    class Ambiguous:
+        def __bool__(self) -> bool:
+            raise ValueError("truth value is ambiguous")
+
+    p = Pipeline().filter(lambda v: Ambiguous() if v == 2 else v > 0)
+    out, ctx = run(p, rows(1, 2, 3))
+    assert [r.value for r in out] == [1, 3]
+    assert [(f.row.value, type(f.error).__name__) for f in ctx.failures] == [(2, "ValueError")]
