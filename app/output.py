@@ -109,7 +109,7 @@ class Output:
                 continue
             if topic is None:
                 topic = default
-            elif type(topic) is not str or not topic or not self._topic_exists(topic):
+            elif not isinstance(topic, str) or not topic or not self._topic_exists(topic):
                 failures.append(Failure(row, "route", self._bad_route(topic)))
                 continue
             headers = row.headers
@@ -140,7 +140,7 @@ class Output:
 
     @staticmethod
     def _bad_route(topic: Any) -> RecordError:
-        if type(topic) is not str or not topic:
+        if not isinstance(topic, str) or not topic:
             return InvalidRoute(
                 f"route returned {topic!r} ({type(topic).__name__}); a route must return a "
                 f"topic name (a non-empty string) or None for output_topic"

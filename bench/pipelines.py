@@ -15,3 +15,9 @@ p2 = Pipeline().count(name="count")
 p3 = Pipeline().window(size=WINDOW_SECONDS).aggregate("sum", of="amount")
 
 PIPELINES = {"p1": p1, "p2": p2, "p3": p3}
+
+# Routes (python -m bench.bench_routes): every record to a topic that exists, or to one that
+# does not (each record is then dead-lettered as UnknownRouteTopic).
+ROUTE_EXISTING, ROUTE_MISSING = "bench-route-side", "bench-route-missing"
+route_existing = Pipeline().route(lambda v: ROUTE_EXISTING)
+route_missing = Pipeline().route(lambda v: ROUTE_MISSING)

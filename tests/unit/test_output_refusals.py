@@ -3,6 +3,7 @@ class; nothing raises, nothing is written as null, and each input is dead-letter
 
 from __future__ import annotations
 
+from enum import StrEnum
 from typing import Any
 
 import orjson
@@ -76,14 +77,19 @@ def test_each_bad_output_is_a_failure_of_its_class(
 
 def test_nulls_numbers_and_routes_that_are_fine_are_written() -> None:
     output, producer, _ = make_output()
+
+    class Topics(StrEnum):
+        SIDE = "side"
+
     rows = [
         row({"none": None, "text": "null", "big": 2**64 - 1, "float": 1e308}),
         row([None, -(2**63)], topic="side"),
         row("plain text"),
         row(None),  # a tombstone
+        row({"a": 1}, topic=Topics.SIDE),
     ]
     assert output.send(rows) == []
-    assert [t for t, *_ in producer.produced] == ["out", "side", "out", "out"]
+    assert [t for t, *_ in producer.produced] == ["out", "side", "out", "out", "side"]
     assert producer.produced[3][1] is None
 
 
