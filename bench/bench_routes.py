@@ -18,7 +18,6 @@ from app.devkafka import LocalKafka
 from bench.contenders import BY_KEY
 from bench.data import seed_topic
 from bench.kafka import create_topics
-from bench.pipelines import ROUTE_EXISTING
 from bench.throughput import throughput_run
 
 PIPELINES = ("route_existing", "route_missing")
@@ -38,7 +37,7 @@ def main(argv: list[str] | None = None) -> int:
         cluster.start()
         bootstrap = cluster.bootstrap
     try:
-        create_topics(bootstrap, ["bench-routes-in", ROUTE_EXISTING], args.partitions)
+        create_topics(bootstrap, ["bench-routes-in"], args.partitions)
         seed_topic(bootstrap, "bench-routes-in", args.records, 1000)
         rates: dict[str, list[float]] = {p: [] for p in PIPELINES}
         for rep in range(args.reps):

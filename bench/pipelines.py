@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 from app.pipeline import Pipeline
 from bench.transforms import WINDOW_SECONDS, enrich, keep
 
@@ -16,8 +18,9 @@ p3 = Pipeline().window(size=WINDOW_SECONDS).aggregate("sum", of="amount")
 
 PIPELINES = {"p1": p1, "p2": p2, "p3": p3}
 
-# Routes (python -m bench.bench_routes): every record to a topic that exists, or to one that
-# does not (each record is then dead-lettered as UnknownRouteTopic).
-ROUTE_EXISTING, ROUTE_MISSING = "bench-route-side", "bench-route-missing"
-route_existing = Pipeline().route(lambda v: ROUTE_EXISTING)
+# Routes (python -m bench.bench_routes): every record named-routed to the run's output topic
+# (it exists: the route check is a cache hit), or to a topic that does not exist (each record
+# is dead-lettered as UnknownRouteTopic; the bench's dead-letter topic is the output topic).
+ROUTE_MISSING = "bench-route-missing"
+route_existing = Pipeline().route(lambda v: os.environ["BRIDGE_OUTPUT_TOPIC"])
 route_missing = Pipeline().route(lambda v: ROUTE_MISSING)
