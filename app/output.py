@@ -74,6 +74,8 @@ class Output:
         # Inputs dead-lettered in the open transaction: a fan-out whose outputs fail twice
         # still puts its input in the DLQ once.
         self._dead: set[tuple[str, int, int]] = set()
+        self._route_errors: dict[str, RecordError] = {}  # one error object per missing topic
+        self._last_error: tuple[BaseException, str, list[tuple[str, bytes]]] | None = None
 
     def on_delivery(self, err: Any, msg: Any) -> None:
         """Producer-level delivery callback: latch failures; the checkpoint raises them."""
@@ -110,7 +112,8 @@ class Output:
             if topic is None:
                 topic = default
             elif not isinstance(topic, str) or not topic or not self._topic_exists(topic):
-                failures.append(Failure(row, "route", self._bad_route(topic)))
+                error = self._route_errors.get(topic) if isinstance(topic, str) else None
+                failures.append(Failure(row, "route", error or self._bad_route(topic)))
                 continue
             headers = row.headers
             try:
@@ -138,17 +141,19 @@ class Output:
             return _too_large(row, len(payload), self._max_bytes)
         return not_encodable(row, "value", NON_FINITE)
 
-    @staticmethod
-    def _bad_route(topic: Any) -> RecordError:
+    def _bad_route(self, topic: Any) -> RecordError:
         if not isinstance(topic, str) or not topic:
             return InvalidRoute(
                 f"route returned {topic!r} ({type(topic).__name__}); a route must return a "
                 f"topic name (a non-empty string) or None for output_topic"
             )
-        return UnknownRouteTopic(
+        if len(self._route_errors) >= 1000:
+            self._route_errors.clear()  # routes naming ever new topics: stay bounded
+        error = self._route_errors[topic] = UnknownRouteTopic(
             f"route target topic {topic!r} does not exist (the bridge never creates topics; "
             f"a topic created later is used within a few seconds)"
         )
+        return error
 
     @property
     def fast_path_max_bytes(self) -> int:
@@ -186,9 +191,7 @@ class Output:
             (H_TOPIC, row.source_topic.encode()),
             (H_PARTITION, str(row.partition).encode()),
             (H_OFFSET, str(row.offset).encode()),
-            (H_CLASS, type(error).__name__.encode()),
-            (H_MESSAGE, _text(str(error)[:2000])),
-            (H_STEP, _text(failure.step)),
+            *self._error_headers(error, failure.step),
         ]
         key = _dlq_key(row.key)
         if self._dead_letters is not None:
@@ -202,6 +205,19 @@ class Output:
             # (they name the source offset, where the bytes still are) and drop the value.
             headers.append((H_VALUE_DROPPED, str(len(row.raw or b"")).encode()))
             self._produce(self._producer.produce, self._dlq_topic, None, key, headers)
+
+    def _error_headers(self, error: BaseException, step: str) -> list[tuple[str, bytes]]:
+        """Class, message and step headers; encoded once for a run of records that share one
+        error object (a stream routed to a missing topic)."""
+        if self._last_error is not None and self._last_error[:2] == (error, step):
+            return self._last_error[2]
+        encoded = [
+            (H_CLASS, type(error).__name__.encode()),
+            (H_MESSAGE, _text(str(error)[:2000])),
+            (H_STEP, _text(step)),
+        ]
+        self._last_error = (error, step, encoded)
+        return encoded
 
     def flush(self, timeout: float) -> None:
         """Wait for every delivery; raise :class:`CheckpointAborted` on any failure."""
