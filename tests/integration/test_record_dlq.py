@@ -120,8 +120,13 @@ def test_each_bad_value_is_dead_lettered_once_with_its_class(
 
     dead = _dead_letters(kafka, dlq)
     assert {where[s]: cls for s, (cls, _) in dead.items()} == expected
-    assert {step for cls, step in dead.values() if cls in ("InvalidRoute", "UnknownRouteTopic")}
-    assert {step for cls, step in dead.values() if cls == "OutputNotEncodable"} == {"output"}
+    steps = {cls: {step for c, step in dead.values() if c == cls} for cls in expected.values()}
+    assert steps["InvalidRoute"] == steps["UnknownRouteTopic"] == {"route"}
+    assert steps["OutputNotEncodable"] == {"output"}
+    assert steps["DeserializationError"] == {"deserialize"}
+    for raised in ("ValueError", "TypeError", "ZeroDivisionError"):
+        (step,) = steps[raised]
+        assert "steps[0]" in step  # the spec's set step, by its location
     outputs = [orjson.loads(r.value or b"") for r in kafka.read_all([out, side])]
     assert sorted(v["id"] for v in outputs) == list(range(GOOD))  # each once
     assert all(v["cents"] == v["amount"] * 100 and v["note"] == 0.5 for v in outputs)
