@@ -14,7 +14,7 @@ Its class name is the dead letter's ``eos.dlq.error.class`` header (the README l
     └── InvalidEventTime                     a window's event time is not a usable number
 
 A step whose own code raises (an expression or a Python function: ``ValueError``,
-``TypeError``, ``KeyError``, ``ZeroDivisionError``, simpleeval's ``NameNotDefined``...) is
+``TypeError``, ``KeyError``, ``ZeroDivisionError``, a spec's ``ExpressionLimit``...) is
 dead-lettered under that exception's class name.
 """
 
