@@ -27,11 +27,12 @@ import org.apache.kafka.streams.StreamsConfig;
 import org.apache.kafka.streams.Topology;
 import org.apache.kafka.streams.errors.StreamsUncaughtExceptionHandler.StreamThreadExceptionResponse;
 import org.apache.kafka.streams.kstream.Consumed;
-import org.apache.kafka.streams.kstream.EmitStrategy;
 import org.apache.kafka.streams.kstream.Grouped;
 import org.apache.kafka.streams.kstream.KStream;
 import org.apache.kafka.streams.kstream.Materialized;
 import org.apache.kafka.streams.kstream.Produced;
+import org.apache.kafka.streams.kstream.Suppressed;
+import org.apache.kafka.streams.kstream.Suppressed.BufferConfig;
 import org.apache.kafka.streams.kstream.TimeWindows;
 import org.apache.kafka.streams.kstream.Windowed;
 import org.apache.kafka.streams.processor.api.FixedKeyProcessor;
@@ -190,12 +191,12 @@ public final class StreamsBench {
           in.mapValues(v -> read(v).get("amount").asDouble())
               .groupByKey(Grouped.with(Serdes.String(), Serdes.Double()))
               .windowedBy(TimeWindows.ofSizeWithNoGrace(Duration.ofMillis(WINDOW_MS)))
-              .emitStrategy(EmitStrategy.onWindowClose())
               .reduce(
                   Double::sum,
                   Materialized.<String, Double, WindowStore<Bytes, byte[]>>as("sum")
                       .withKeySerde(Serdes.String())
                       .withValueSerde(Serdes.Double()))
+              .suppress(Suppressed.untilWindowCloses(BufferConfig.unbounded()))
               .toStream()
               .process(WindowOutput::new)
               .to(output, produced);
