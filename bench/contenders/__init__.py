@@ -35,7 +35,7 @@ class Contender:
 
     key: str
     label: str
-    kind: str  # bridge | quix | hand | raw
+    kind: str  # bridge | quix | hand | raw | kstreams
     guarantee: str  # exactly-once | at-least-once
     spec: bool = False  # bridge: the pipeline as a declarative spec (bench/specs/<p>.yaml)
 
@@ -46,6 +46,10 @@ class Contender:
         if self.kind == "bridge":
             env.update(bridge_env(job, self.guarantee, self.spec))
             return [sys.executable, "-m", "app.cli", "run"], env
+        if self.kind == "kstreams":
+            from bench.contenders import kstreams  # here: it imports this module
+
+            return kstreams.command(job, self.key)
         common = [
             "--bootstrap", job.bootstrap, "--input", job.input_topic,
             "--output", job.output_topic, "--group", job.group,
@@ -95,5 +99,13 @@ CONTENDERS = (
     Contender("quix-alo", "Quix Streams at-least-once", "quix", "at-least-once"),
     Contender("hand-alo", "hand-written loop at-least-once", "hand", "at-least-once"),
     Contender("raw-copy", "raw copy (no parsing)", "raw", "at-least-once"),
+    # Kafka Streams 4.3.1 exactly_once_v2 (bench/kstreams); c0 = statestore.cache.max.bytes=0,
+    # warm = after a JIT warm-up phase (bench/contenders/kstreams.py).
+    Contender("kstreams-eos", "Kafka Streams EOS-v2", "kstreams", "exactly-once"),
+    Contender("kstreams-eos-c0", "Kafka Streams EOS-v2 cache 0", "kstreams", "exactly-once"),
+    Contender("kstreams-eos-warm", "Kafka Streams EOS-v2 JIT-warm", "kstreams", "exactly-once"),
+    Contender(
+        "kstreams-eos-c0-warm", "Kafka Streams EOS-v2 cache 0 JIT-warm", "kstreams", "exactly-once"
+    ),
 )
 BY_KEY = {c.key: c for c in CONTENDERS}
