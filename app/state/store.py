@@ -41,7 +41,7 @@ def _options() -> Options:
     opts = Options(raw_mode=True)
     opts.create_if_missing(True)
     opts.create_missing_column_families(True)
-    # Small memtables: inserts into a large one grow slower as it fills (skip-list depth);
+    # Small memtables: writes into a large one get slower as it fills (measured, not modelled);
     # at 16 MB the checkpoint's write cost doubled between 1M and 4M records (bench.state_cost).
     opts.set_write_buffer_size(4 * 1024 * 1024)
     opts.set_max_write_buffer_number(3)
