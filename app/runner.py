@@ -1,7 +1,9 @@
 """Wiring: settings → clients, pipeline, state, checkpoint → :class:`app.loop.Bridge`.
 
 Also the start-up checks (broker reachable, topics exist) and the exit codes:
-0 clean stop, 2 configuration, 3 fatal Kafka error, 4 record failure with on_error=fail.
+0 clean stop, 2 configuration, 3 fatal Kafka error (or a Kafka call stuck past its deadline,
+see app.watchdog), 4 record failure with on_error=fail, 5 another live instance uses this
+instance_id.
 """
 
 from __future__ import annotations
@@ -11,12 +13,12 @@ import signal
 from types import FrameType
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaException, Producer
+from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, KafkaException, Producer
 from confluent_kafka.admin import AdminClient
 
 from app.checkpoint import Checkpoint
 from app.config import BridgeSettings
-from app.errors import BridgeError, ConfigError, KafkaFatalError, RecordError
+from app.errors import BridgeError, ConfigError, InstanceFenced, KafkaFatalError, RecordError
 from app.health import Health, serve
 from app.kafka.defaults import consumer_config, producer_config
 from app.kafka.errors import describe
@@ -27,10 +29,13 @@ from app.pipeline.builder import Pipeline, load_pipeline
 from app.pipeline.spec import load_spec
 from app.state import NoState, StateBackend
 from app.transactions import Transactions
+from app.watchdog import Watchdog
 
 log = logging.getLogger(__name__)
 
-EXIT_OK, EXIT_CONFIG, EXIT_FATAL, EXIT_RECORD = 0, 2, 3, 4
+EXIT_OK, EXIT_CONFIG, EXIT_FATAL, EXIT_RECORD, EXIT_FENCED = 0, 2, 3, 4, 5
+# An open transaction may live this fraction of transaction.timeout.ms (app.checkpoint).
+_TXN_AGE_FRACTION = 0.6
 
 
 def build_pipeline(settings: BridgeSettings) -> Pipeline:
@@ -77,7 +82,7 @@ def make_state(settings: BridgeSettings, pipeline: Pipeline, producer: Any) -> S
     return backend
 
 
-def build(settings: BridgeSettings, metrics: Metrics, health: Health) -> Bridge:
+def build(settings: BridgeSettings, metrics: Metrics, health: Health, watchdog: Watchdog) -> Bridge:
     """Construct every collaborator; nothing is consumed until :meth:`Bridge.run`."""
     pipeline = build_pipeline(settings)
     topics = preflight(settings)
@@ -113,7 +118,16 @@ def build(settings: BridgeSettings, metrics: Metrics, health: Health) -> Bridge:
     # partition and broker error (tests/integration/test_localkafka.py pins that contract).
     if not (pipeline.stateful and settings.exactly_once):
         pconf["on_delivery"] = lambda err, msg: output_holder["o"].on_delivery(err, msg)
-    producer = Producer(pconf)
+    txn = Transactions(
+        lambda: Producer(pconf),
+        consumer,
+        exactly_once=settings.exactly_once,
+        call_timeout=settings.call_timeout,
+        watchdog=watchdog,
+        reset_offset=OFFSET_END if _starts_from_end(settings) else OFFSET_BEGINNING,
+        where=f"transaction coordinator of {settings.transactional_id!r}",
+    )
+    producer = txn.producer
     output = Output(
         producer,
         settings.output_topic,
@@ -123,28 +137,30 @@ def build(settings: BridgeSettings, metrics: Metrics, health: Health) -> Bridge:
         client_max_bytes=int(pconf.get("message.max.bytes", 1_000_000)),
     )
     output_holder["o"] = output
-    txn = Transactions(
-        producer, consumer, settings.exactly_once, deadline_s=settings.shutdown_timeout
-    )
-    txn.init(timeout=settings.startup_timeout)
+    txn.init()
     state = make_state(settings, pipeline, producer)
     checkpoint = Checkpoint(
         consumer, txn, output, state, metrics,
         interval=settings.commit_interval,
         every=settings.commit_every,
         flush_timeout=settings.transaction_timeout_ms / 1000 / 2,
+        max_age=settings.transaction_timeout_ms / 1000 * _TXN_AGE_FRACTION,
         fault_abort_every=settings.fault_abort_every,
     )  # fmt: skip
     return Bridge(
-        consumer, txn, output, pipeline, state, checkpoint, metrics, health,
+        consumer, txn, output, pipeline, state, checkpoint, metrics, health, watchdog,
         topics=settings.input_topics,
+        instance_id=settings.instance_id,
         batch_size=settings.batch_size,
         poll_timeout=settings.poll_timeout,
         retries=settings.record_retries,
         dead_letter=settings.on_error == "dlq",
         decode_json=settings.input_format == "json",
-        start_from_end=str(settings.consumer.get("auto.offset.reset", "earliest")) == "latest",
     )  # fmt: skip
+
+
+def _starts_from_end(settings: BridgeSettings) -> bool:
+    return str(settings.consumer.get("auto.offset.reset", "earliest")) == "latest"
 
 
 def run(settings: BridgeSettings) -> int:
@@ -157,8 +173,9 @@ def run(settings: BridgeSettings) -> int:
         else None
     )
     log.info("starting eos-bridge: %s", {k: v for k, v in settings.masked().items() if v})
+    watchdog = Watchdog(health, stale_after=health.stale_after).start()
     try:
-        bridge = build(settings, metrics, health)
+        bridge = build(settings, metrics, health, watchdog)
     except ConfigError as exc:
         log.error("%s", exc)
         return EXIT_CONFIG
@@ -172,6 +189,7 @@ def run(settings: BridgeSettings) -> int:
 
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
+    watchdog.watch_signals(settings.shutdown_timeout)
     try:
         bridge.run()
         log.info("stopped cleanly")
@@ -180,10 +198,15 @@ def run(settings: BridgeSettings) -> int:
         log.error("stopping: %s", exc)
         bridge.close_after_failure()
         return EXIT_RECORD
+    except InstanceFenced as exc:
+        log.error("fenced: %s", exc)
+        bridge.close_after_failure()
+        return EXIT_FENCED
     except BridgeError as exc:
         log.error("fatal: %s; exiting so Kubernetes restarts the instance", exc)
         bridge.close_after_failure()
         return EXIT_FATAL
     finally:
+        watchdog.stop()
         if server is not None:
             server.shutdown()
