@@ -194,7 +194,7 @@ class Bridge:
             self._batch_size = min(self._max_batch, self._batch_size * 2)
 
     def _process(self, messages: list[Any], deadline: float) -> None:
-        if self._fused is not None and not self._output.refusals_pending:
+        if self._fused is not None and not self._output.refusals.pending:
             with self._phase("the fused pipeline", deadline):
                 encoded = self._fused(messages)
             if encoded is not None:

@@ -12,17 +12,11 @@ from typing import Any
 import orjson
 from confluent_kafka import KafkaError, KafkaException
 
-from app.errors import (
-    CheckpointAborted,
-    OutputRefused,
-    OutputTooLarge,
-    RecordError,
-    RecordRefused,
-    StepError,
-)
+from app.errors import CheckpointAborted, OutputRefused, OutputTooLarge, RecordError, StepError
 from app.kafka.errors import describe, kafka_error, record_refused
 from app.pipeline.record import Row
 from app.pipeline.steps import Failure
+from app.refusals import ALONE, Refusals
 
 log = logging.getLogger(__name__)
 
@@ -69,11 +63,7 @@ class Output:
         self._topic_exists = topic_exists  # callable(str) -> bool, cached by the caller
         self._client_max_bytes = client_max_bytes  # the producer's message.max.bytes
         self._delivery_errors: list[str] = []
-        # Records the broker refused (too large for the topic, bad timestamp, policy), by
-        # (topic, key, value): their transaction aborts, and when the same input is replayed
-        # the same output is dead-lettered instead of refused again (app.errors.RecordRefused).
-        self._refused: dict[tuple[str, bytes | None, bytes | None], str] = {}
-        self._first_refused: RecordRefused | None = None
+        self.refusals = Refusals()  # records the broker refused: DLQ on replay
 
     def on_delivery(self, err: Any, msg: Any) -> None:
         """Producer-level delivery callback: latch failures; the checkpoint raises them."""
@@ -81,20 +71,11 @@ class Output:
             what = f"{describe(err)} (topic {msg.topic()} partition {msg.partition()})"
             self._delivery_errors.append(what)
             if record_refused(err):
-                self._refused[(msg.topic(), msg.key(), msg.value())] = what
-                if self._first_refused is None:
-                    self._first_refused = RecordRefused(
-                        f"the broker refused a record: {what}", msg.topic(), msg.key(), msg.value()
-                    )
+                self.refusals.note(err, msg.topic(), msg.key(), msg.value())
 
     def rebind(self, producer: Any) -> None:
         """Write through ``producer`` from now on (the old one was fenced or failed)."""
         self._producer = producer
-
-    @property
-    def refusals_pending(self) -> bool:
-        """Refused records wait for their replay: every row must take :meth:`send`."""
-        return bool(self._refused)
 
     def send(self, rows: list[Row]) -> list[Failure]:
         """Produce ``rows``; returns those that cannot be written (too large, unknown route).
@@ -112,8 +93,7 @@ class Output:
                 failures.append(Failure(row, "output", _too_large(row, len(payload), max_bytes)))
                 continue
             topic = row.topic or default
-            if self._refused and (refused := self._refusal(row, topic, payload)) is not None:
-                failures.append(refused)
+            if self.refusals.pending and self._refused(row, topic, payload, failures):
                 continue
             if topic is not default and not self._topic_exists(topic):
                 error = StepError(f"route target topic {topic!r} does not exist")
@@ -141,17 +121,24 @@ class Output:
         self._producer.poll(0)
         return failures
 
-    def _refusal(self, row: Row, topic: str, payload: bytes | None) -> Failure | None:
-        """The dead letter for ``row`` if the broker refused its output before."""
-        key = row.key if row.key is None or type(row.key) is bytes else encode_key(row.key)
-        refused = self._refused.pop((topic, key, payload), None)
-        if refused is None:
-            return None
-        error = OutputRefused(
-            f"output of {row.source_topic}[{row.partition}]@{row.offset} was refused by the "
-            f"broker: {refused}"
-        )
-        return Failure(row, "output", error)
+    def _refused(
+        self, row: Row, topic: str, payload: bytes | None, failures: list[Failure]
+    ) -> bool:
+        """Handle ``row`` if the broker refused its output before (see :mod:`app.refusals`):
+        a confirmed refusal joins ``failures`` (dead letter), a suspect is produced alone."""
+        key = encode_key(row.key)
+        verdict = self.refusals.check((topic, key, payload))
+        if verdict is None:
+            return False
+        if verdict == ALONE:
+            self._producer.flush(30)  # alone in its produce request: refused or not, by itself
+            self._produce(self._producer.produce, topic, payload, key, row.headers)
+            self._producer.flush(30)
+            return True
+        where = f"{row.source_topic}[{row.partition}]@{row.offset}"
+        error = OutputRefused(f"output of {where} was refused by the broker: {verdict}")
+        failures.append(Failure(row, "output", error))
+        return True
 
     @property
     def fast_path_max_bytes(self) -> int:
@@ -204,8 +191,7 @@ class Output:
         remaining = self._producer.flush(timeout)
         if remaining:
             raise CheckpointAborted(f"{remaining} records not delivered within {timeout}s")
-        if self._first_refused is not None:
-            raise self._first_refused
+        self.refusals.raise_if_refused()
         if self._delivery_errors:
             first, count = self._delivery_errors[0], len(self._delivery_errors)
             self._delivery_errors.clear()
@@ -215,7 +201,7 @@ class Output:
         """Forget latched errors (after an abort they belong to the aborted transaction);
         refused records are kept until their replay dead-letters them."""
         self._delivery_errors.clear()
-        self._first_refused = None
+        self.refusals.reset()
 
     def _produce(
         self, produce: Any, topic: str, value: bytes | None, key: bytes | None, headers: Any

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import orjson
 import pytest
 from confluent_kafka import KafkaError
 
@@ -268,19 +269,50 @@ class ReportedMessage:
         return self._v
 
 
-def test_refused_record_aborts_then_goes_to_the_dlq_on_replay() -> None:
+def refused(output: Output, *records: tuple[bytes, bytes]) -> None:
+    """The delivery reports of one refused produce batch of (key, value) records."""
+    err = KafkaError(KafkaError.MSG_SIZE_TOO_LARGE, "Broker: Message size too large")
+    for key, value in records:
+        output.on_delivery(err, ReportedMessage("out", key, value))
+
+
+def row(key: bytes, value: dict[str, int], offset: int) -> Row:
+    return Row(value, key, None, "in", 3, offset, 0, orjson.dumps(value))
+
+
+def test_a_lone_refused_record_aborts_once_then_goes_to_the_dlq() -> None:
     producer = FakeProducer()
     output = Output(producer, "out", "dlq", 1_000_000, lambda topic: True)
-    row = Row({"big": 1}, b"k", None, "in", 3, 42, 0, b'{"big":1}')
-    assert output.send([row]) == []
-    refusal = KafkaError(KafkaError.MSG_SIZE_TOO_LARGE, "Broker: Message size too large")
-    output.on_delivery(refusal, ReportedMessage("out", b"k", b'{"big":1}'))
+    big = row(b"k", {"big": 1}, 42)
+    assert output.send([big]) == []
+    refused(output, (b"k", b'{"big":1}'))
     with pytest.raises(RecordRefused, match=r"MSG_SIZE_TOO_LARGE.*topic out") as raised:
         output.flush(1.0)
-    assert raised.value.reason == "record_refused" and output.refusals_pending
+    assert raised.value.reason == "record_refused" and output.refusals.pending
     output.reset()  # the abort
-    replay = output.send([row])  # the same input, replayed after the rewind
+    replay = output.send([big])  # the same input, replayed after the rewind
     assert len(replay) == 1 and isinstance(replay[0].error, OutputRefused)
-    assert "in[3]@42" in str(replay[0].error) and not output.refusals_pending
+    assert "in[3]@42" in str(replay[0].error) and not output.refusals.pending
     assert producer.produced == [("out", b'{"big":1}', b"k")]  # not sent a second time
     output.flush(1.0)  # nothing latched any more
+
+
+def test_a_refused_batch_is_replayed_record_by_record_to_find_the_culprit() -> None:
+    """The broker refuses the whole produce batch; only the record refused alone is bad."""
+    producer = FakeProducer()
+    output = Output(producer, "out", "dlq", 1_000_000, lambda topic: True)
+    small, big = row(b"a", {"ok": 1}, 1), row(b"b", {"big": 1}, 2)
+    output.send([small, big])
+    refused(output, (b"a", b'{"ok":1}'), (b"b", b'{"big":1}'))
+    with pytest.raises(RecordRefused):
+        output.flush(1.0)
+    output.reset()
+    assert output.send([small, big]) == []  # both produced alone: suspects, not yet guilty
+    assert producer.calls[-6:] == ["flush", "produce", "flush"] * 2
+    refused(output, (b"b", b'{"big":1}'))  # refused again, alone
+    with pytest.raises(RecordRefused):
+        output.flush(1.0)
+    output.reset()
+    replay = output.send([small, big])
+    assert [f.row.offset for f in replay] == [2]  # only the guilty one is dead-lettered
+    assert producer.produced[-1] == ("out", b'{"ok":1}', b"a")
