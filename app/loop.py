@@ -14,10 +14,11 @@ import time
 from typing import Any
 
 import orjson
-from confluent_kafka import KafkaError
+from confluent_kafka import KafkaError, KafkaException
 
 from app.checkpoint import Checkpoint
 from app.errors import (
+    BridgeError,
     CheckpointAborted,
     DeserializationError,
     InstanceFenced,
@@ -28,7 +29,7 @@ from app.errors import (
     StateCorrupted,
 )
 from app.health import Health
-from app.kafka.errors import Reaction, classify_consumer, describe
+from app.kafka.errors import Reaction, bridge_error, classify_consumer, describe
 from app.metrics import Metrics
 from app.output import Output
 from app.pipeline.builder import Pipeline
@@ -109,21 +110,30 @@ class Bridge:
             self._health.beat()
             try:
                 self._run_once()
-            except CheckpointAborted as exc:  # incl. RecordRefused: dead-lettered on replay
-                self._abort(str(exc), exc.reason)
-            except ProducerFenced as exc:
-                self._metrics.aborts.labels("producer_recreated").inc()
-                self._txn.recreate(str(exc))
-            except PartitionsMigrated as exc:
-                # Whatever we did for partitions no longer ours is dropped with the whole
-                # transaction; the rest is rewound and the rebalance delivers the new set.
-                self._abort(str(exc), "partitions_migrated")
-            except StateCorrupted as exc:
-                if not exc.partitions:
-                    raise KafkaFatalError(f"local state corrupted: {exc}") from exc
-                self._abort(str(exc), "state_corrupted")
-                self._rebalancer.restore_again(exc.partitions)
+            except KafkaException as exc:  # raised by a client call nobody mapped (flush, ...)
+                self._react(bridge_error("producer", exc))
+            except BridgeError as exc:
+                self._react(exc)
         self.shutdown()
+
+    def _react(self, exc: BridgeError) -> None:
+        """The ladder: one reaction per class of :mod:`app.errors`; the rest ends the run."""
+        if isinstance(exc, CheckpointAborted):  # incl. RecordRefused: DLQ on replay
+            self._abort(str(exc), exc.reason)
+        elif isinstance(exc, ProducerFenced):
+            self._metrics.aborts.labels("producer_recreated").inc()
+            self._txn.recreate(str(exc))
+        elif isinstance(exc, PartitionsMigrated):
+            # Whatever we did for partitions no longer ours is dropped with the whole
+            # transaction; the rest is rewound and the rebalance delivers the new set.
+            self._abort(str(exc), "partitions_migrated")
+        elif isinstance(exc, StateCorrupted) and exc.partitions:
+            self._abort(str(exc), "state_corrupted")
+            self._rebalancer.restore_again(exc.partitions)
+        elif isinstance(exc, StateCorrupted):
+            raise KafkaFatalError(f"local state corrupted: {exc}") from exc
+        else:
+            raise exc
 
     def _run_once(self) -> None:
         if self._state.pending_recovery():

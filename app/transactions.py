@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 from confluent_kafka import OFFSET_BEGINNING, KafkaException, TopicPartition
 
 from app.errors import CheckpointAborted, KafkaFatalError, ProducerFenced
-from app.kafka.errors import Reaction, classify, describe
+from app.kafka.errors import Reaction, bridge_error, classify, describe
 from app.watchdog import Watchdog
 
 log = logging.getLogger(__name__)
@@ -254,17 +254,10 @@ class Transactions:
                 if reaction is Reaction.RETRY and time.monotonic() < deadline:
                     log.warning("%s: retriable error %s; retrying", what, describe(exc))
                     continue
-                raise _mapped(what, exc, reaction, self._timeout) from exc
-
-
-def _mapped(what: str, exc: KafkaException, reaction: Reaction, timeout: float) -> Exception:
-    if reaction is Reaction.ABORT:
-        return CheckpointAborted(f"{what}: {describe(exc)}")
-    if reaction is Reaction.RECREATE:
-        return ProducerFenced(f"{what}: {describe(exc)}")
-    if reaction is Reaction.RETRY:
-        return KafkaFatalError(
-            f"{what} did not complete within {timeout:.0f}s ({describe(exc)}): the outcome "
-            f"is unknown, exiting so a restart recovers through init_transactions"
-        )
-    return KafkaFatalError(f"{what}: {describe(exc)}")
+                if reaction is Reaction.RETRY:
+                    raise KafkaFatalError(
+                        f"{what} did not complete within {self._timeout:.0f}s "
+                        f"({describe(exc)}): the outcome is unknown, exiting so a restart "
+                        f"recovers through init_transactions"
+                    ) from exc
+                raise bridge_error(what, exc) from exc

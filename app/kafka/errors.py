@@ -13,6 +13,14 @@ from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException
 
+from app.errors import (
+    BridgeError,
+    CheckpointAborted,
+    InstanceFenced,
+    KafkaFatalError,
+    ProducerFenced,
+)
+
 
 class Reaction(Enum):
     """What the bridge does about one error, mildest first."""
@@ -98,6 +106,23 @@ def classify(exc: BaseException | KafkaError) -> Reaction:
     if err.retriable():
         return Reaction.RETRY
     return Reaction.FATAL
+
+
+def bridge_error(what: str, exc: BaseException | KafkaError) -> BridgeError:
+    """The exception of :mod:`app.errors` the loop reacts to, for an error of call ``what``.
+
+    A retriable error that reached here was not retried by its caller: aborting (and
+    replaying) is the safe reaction.
+    """
+    message = f"{what}: {describe(exc)}"
+    reaction = classify(exc)
+    if reaction in (Reaction.ABORT, Reaction.RETRY):
+        return CheckpointAborted(message)
+    if reaction is Reaction.RECREATE:
+        return ProducerFenced(message)
+    if reaction is Reaction.INSTANCE_FENCED:
+        return InstanceFenced(message)
+    return KafkaFatalError(message)
 
 
 def classify_consumer(err: KafkaError) -> Reaction:

@@ -192,6 +192,14 @@ def test_fenced_producer_is_recreated_in_process() -> None:
     assert h.consumer.seeks == [("in", 0, 0)]
 
 
+def test_a_raw_client_error_is_classified_by_the_ladder() -> None:
+    """producer.flush() raises librdkafka's fatal error itself: still a new producer."""
+    h = Harness()
+    h.producers[0].fail["flush"] = [kafka_exc(KafkaError._FENCED, fatal=True)]
+    h.bridge.run()
+    assert len(h.producers) == 2 and h.aborts("producer_recreated") == 1
+
+
 def test_replayed_record_goes_to_the_new_producer() -> None:
     h = Harness()
     h.consumer.committed_offsets = {("in", 0): 0}
