@@ -43,6 +43,7 @@ _PRODUCER_LOST = frozenset(
         KafkaError.UNKNOWN_PRODUCER_ID,
         KafkaError.INVALID_PRODUCER_ID_MAPPING,
         KafkaError.OUT_OF_ORDER_SEQUENCE_NUMBER,
+        KafkaError._FATAL,  # librdkafka's fatal-error event; its ``fatal()`` flag is not set
     }
 )
 # A new client cannot repair these: the credentials or ACLs are wrong.
@@ -129,11 +130,12 @@ def classify_consumer(err: KafkaError) -> Reaction:
     """The reaction to an error the consumer hands back with a message (or raises).
 
     librdkafka raises exactly one fatal consumer error: a static member fenced by another
-    member with the same ``group.instance.id`` (``FENCED_INSTANCE_ID``; delivered as
-    ``_FATAL``). Everything else but a missing or forbidden topic librdkafka retries itself.
+    member with the same ``group.instance.id`` (``FENCED_INSTANCE_ID``; delivered to
+    ``consume()`` as code ``_FATAL`` with the ``fatal()`` flag *not* set, so the code decides).
+    Everything else but a missing or forbidden topic librdkafka retries itself.
     """
     code = err.code()
-    if err.fatal() or code == KafkaError.FENCED_INSTANCE_ID:
+    if err.fatal() or code in (KafkaError._FATAL, KafkaError.FENCED_INSTANCE_ID):
         return Reaction.INSTANCE_FENCED
     if code in (KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError.TOPIC_AUTHORIZATION_FAILED):
         return Reaction.FATAL

@@ -52,6 +52,7 @@ from tests.unit.fakes import FakeConsumer, FakeMessage, FakeProducer, idle_watch
         (KafkaError.INVALID_PRODUCER_EPOCH, {}, Reaction.RECREATE),
         (KafkaError.UNKNOWN_PRODUCER_ID, {}, Reaction.RECREATE),
         (KafkaError._FATAL, {"fatal": True}, Reaction.RECREATE),
+        (KafkaError._FATAL, {}, Reaction.RECREATE),
         (KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, {"fatal": True}, Reaction.FATAL),
         (KafkaError.CLUSTER_AUTHORIZATION_FAILED, {}, Reaction.FATAL),
         (KafkaError._INVALID_ARG, {}, Reaction.FATAL),
@@ -72,6 +73,7 @@ def test_an_error_that_is_not_kafkas_is_fatal() -> None:
     ("code", "flags", "reaction"),
     [
         (KafkaError._FATAL, {"fatal": True}, Reaction.INSTANCE_FENCED),
+        (KafkaError._FATAL, {}, Reaction.INSTANCE_FENCED),  # as consume() really delivers it
         (KafkaError.FENCED_INSTANCE_ID, {}, Reaction.INSTANCE_FENCED),
         (KafkaError.UNKNOWN_TOPIC_OR_PART, {}, Reaction.FATAL),
         (KafkaError.TOPIC_AUTHORIZATION_FAILED, {}, Reaction.FATAL),
@@ -220,7 +222,7 @@ def test_unrepairable_producer_error_ends_the_run() -> None:
 
 
 def test_static_member_fenced_by_a_live_twin_names_the_instance_id() -> None:
-    fenced = KafkaError(KafkaError._FATAL, "static consumer fenced", fatal=True)
+    fenced = KafkaError(KafkaError._FATAL, "static consumer fenced")  # no fatal flag: real
     h = Harness([FakeMessage(error=fenced)])
     with pytest.raises(InstanceFenced, match=r"instance_id='i0'.*own BRIDGE_INSTANCE_ID"):
         h.bridge.run()
