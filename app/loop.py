@@ -118,7 +118,13 @@ class Bridge:
 
     def _react(self, exc: BridgeError) -> None:
         """The ladder: one reaction per class of :mod:`app.errors`; the rest ends the run."""
-        if isinstance(exc, CheckpointAborted):  # incl. RecordRefused: DLQ on replay
+        if isinstance(exc, CheckpointAborted) and self._output.refusals.refused_in_txn:
+            # The broker refused a record: it goes to the DLQ on replay (app.refusals). After
+            # a refusal librdkafka's idempotence state needs a new epoch ("skipped sequence
+            # numbers" otherwise), so a fresh producer takes over rather than an abort.
+            self._metrics.aborts.labels("record_refused").inc()
+            self._txn.recreate(str(exc), counted=False)
+        elif isinstance(exc, CheckpointAborted):
             self._abort(str(exc), exc.reason)
         elif isinstance(exc, ProducerFenced):
             self._metrics.aborts.labels("producer_recreated").inc()

@@ -7,6 +7,7 @@ the producer's open transaction.
 from __future__ import annotations
 
 import logging
+import time
 from typing import Any
 
 import orjson
@@ -19,6 +20,7 @@ from app.pipeline.steps import Failure
 from app.refusals import ALONE, Refusals
 
 log = logging.getLogger(__name__)
+_FLUSH_SLICE_S = 0.1
 
 # Dead-letter headers (also documented in the README).
 H_TOPIC = "eos.dlq.source.topic"
@@ -187,11 +189,18 @@ class Output:
             self._produce(self._producer.produce, self._dlq_topic, None, key, headers)
 
     def flush(self, timeout: float) -> None:
-        """Wait for every delivery; raise :class:`CheckpointAborted` on any failure."""
-        remaining = self._producer.flush(timeout)
-        if remaining:
-            raise CheckpointAborted(f"{remaining} records not delivered within {timeout}s")
+        """Wait for every delivery; raise :class:`CheckpointAborted` on any failure.
+
+        Flushes in slices and stops at the first latched error: after a failed delivery the
+        transaction must abort, and librdkafka holds the rest of the queue until it does.
+        """
+        deadline = time.monotonic() + timeout
+        remaining = self._producer.flush(min(timeout, _FLUSH_SLICE_S))
+        while remaining and not self._delivery_errors and time.monotonic() < deadline:
+            remaining = self._producer.flush(min(deadline - time.monotonic(), _FLUSH_SLICE_S))
         self.refusals.raise_if_refused()
+        if remaining and not self._delivery_errors:
+            raise CheckpointAborted(f"{remaining} records not delivered within {timeout}s")
         if self._delivery_errors:
             first, count = self._delivery_errors[0], len(self._delivery_errors)
             self._delivery_errors.clear()

@@ -14,7 +14,7 @@ from types import FrameType
 from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, KafkaException, Producer
-from confluent_kafka.admin import AdminClient
+from confluent_kafka.admin import AdminClient, ConfigResource
 
 from app.checkpoint import Checkpoint
 from app.config import BridgeSettings
@@ -36,6 +36,7 @@ log = logging.getLogger(__name__)
 EXIT_OK, EXIT_CONFIG, EXIT_FATAL, EXIT_RECORD, EXIT_FENCED = 0, 2, 3, 4, 5
 # An open transaction may live this fraction of transaction.timeout.ms (app.checkpoint).
 _TXN_AGE_FRACTION = 0.6
+_LIBRDKAFKA_BATCH_SIZE = 1_000_000  # librdkafka's default batch.size
 
 
 def build_pipeline(settings: BridgeSettings) -> Pipeline:
@@ -46,8 +47,13 @@ def build_pipeline(settings: BridgeSettings) -> Pipeline:
     return Pipeline()  # passthrough
 
 
-def preflight(settings: BridgeSettings) -> set[str]:
-    """Check the broker answers and the topics exist; returns every topic name there is."""
+def preflight(settings: BridgeSettings) -> tuple[set[str], int | None]:
+    """Check the broker answers and the topics exist.
+
+    Returns:
+        every topic name there is, and the smallest ``max.message.bytes`` of the topics the
+        bridge writes (None when unknown).
+    """
     admin = AdminClient(
         {"bootstrap.servers": settings.bootstrap_servers, **settings.client_common()}
     )
@@ -70,7 +76,26 @@ def preflight(settings: BridgeSettings) -> set[str]:
                 f"{setting}: topic {topic!r} does not exist on {settings.bootstrap_servers}; "
                 f"create it first (the bridge never auto-creates topics)"
             )
-    return existing
+    written = [topic for setting, topic in wanted if setting != "input_topics"]
+    return existing, _batch_limit(admin, written, settings.startup_timeout)
+
+
+def _batch_limit(admin: AdminClient, topics: list[str], timeout: float) -> int | None:
+    """The smallest ``max.message.bytes`` (the broker's limit per record *batch*) of ``topics``.
+
+    A produce batch larger than it is refused whole, with every record in it, inside the
+    transaction; so the producer's ``batch.size`` must not exceed it (then only a record that
+    alone is too large is refused, and app.refusals dead-letters it).
+    """
+    limits = []
+    for topic in topics:
+        resource = ConfigResource(ConfigResource.Type.TOPIC, topic)
+        try:
+            configs = admin.describe_configs([resource])[resource].result(timeout)
+            limits.append(int(configs["max.message.bytes"].value))
+        except (KafkaException, KeyError, ValueError) as exc:  # no DescribeConfigs ACL: skip
+            log.info("cannot read max.message.bytes of %s (%s)", topic, describe(exc))
+    return min(limits) if limits else None
 
 
 def make_state(settings: BridgeSettings, pipeline: Pipeline, producer: Any) -> StateBackend:
@@ -85,7 +110,7 @@ def make_state(settings: BridgeSettings, pipeline: Pipeline, producer: Any) -> S
 def build(settings: BridgeSettings, metrics: Metrics, health: Health, watchdog: Watchdog) -> Bridge:
     """Construct every collaborator; nothing is consumed until :meth:`Bridge.run`."""
     pipeline = build_pipeline(settings)
-    topics = preflight(settings)
+    topics, batch_limit = preflight(settings)
     common = settings.client_common()
     consumer = Consumer(
         consumer_config(
@@ -112,6 +137,9 @@ def build(settings: BridgeSettings, metrics: Metrics, health: Health, watchdog: 
         common=common,
         extra=dict(settings.producer),
     )
+    if batch_limit is not None and "batch.size" not in settings.producer:
+        # Record-batch overhead (61 bytes) + headroom: a full batch always fits the topic.
+        pconf["batch.size"] = min(_LIBRDKAFKA_BATCH_SIZE, max(1, batch_limit - 512))
     # Exactly-once with state: success reports stay on (the changelog writer reads its offsets
     # from them) but without a Python call per record (~0.5 µs each): a record that fails
     # delivery makes commit_transaction fail with an abortable error naming its topic,

@@ -139,16 +139,22 @@ class Transactions:
             self.rewind()
         self.begin()
 
-    def recreate(self, reason: str, *, rewind: bool = True) -> None:
+    def recreate(self, reason: str, *, rewind: bool = True, counted: bool = True) -> None:
         """Replace a fenced or fatally failed producer (Kafka Streams: ``resetProducer``).
 
         The new producer's ``init_transactions`` bumps the epoch, so nothing the old one wrote
         in its open transaction can ever commit; then rewind and carry on.
 
+        Args:
+            reason: logged.
+            rewind: as for :meth:`abort`.
+            counted: counts towards ``max_recreations`` (not for a record the broker refused:
+                that record's dead letter, not a twin, ends the series).
+
         Raises:
             KafkaFatalError: ``max_recreations`` re-creations in a row without a commit.
         """
-        self._recreations += 1
+        self._recreations += int(counted)
         if self._recreations > self._max_recreations:
             raise KafkaFatalError(
                 f"producer re-created {self._max_recreations} times in a row without a "
@@ -156,7 +162,7 @@ class Transactions:
                 f"transactional.id of this instance (check instance_id)"
             )
         log.warning(
-            "re-creating the producer (%d/%d): %s",
+            "re-creating the producer (%d/%d in a row): %s",
             self._recreations, self._max_recreations, reason,
         )  # fmt: skip
         self._open = False

@@ -127,7 +127,9 @@ class Harness:
             self._new_producer, self.consumer, exactly_once=True, call_timeout=5.0,
             watchdog=watchdog,
         )  # fmt: skip
-        output = Output(self.txn.producer, "out", "dlq", 1_000_000, lambda topic: True)
+        self.output = output = Output(
+            self.txn.producer, "out", "dlq", 1_000_000, lambda topic: True
+        )
         checkpoint = Checkpoint(
             self.consumer, self.txn, output, self.state, self.metrics,
             interval=60.0, every=1, flush_timeout=5.0,
@@ -210,6 +212,14 @@ def test_replayed_record_goes_to_the_new_producer() -> None:
     h.bridge.run()
     assert [t for t, _v, _k in h.producers[1].produced] == ["out"]
     assert h.producers[1].calls.count("commit_transaction") == 1
+
+
+def test_a_refused_record_gets_a_fresh_producer_not_counted_as_a_twin() -> None:
+    h = Harness()
+    refused(h.output, (b"k", b"{}"))  # its delivery report arrives before the checkpoint
+    h.bridge.run()
+    assert h.aborts("record_refused") == 1 and len(h.producers) == 2
+    assert h.txn._recreations == 0  # the bound is about twins, not records
 
 
 def test_unrepairable_producer_error_ends_the_run() -> None:
