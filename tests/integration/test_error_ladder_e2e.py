@@ -105,3 +105,38 @@ def test_record_refused_by_the_broker_goes_to_the_dlq(
     wait_caught_up(kafka, settings["group_id"], src, 120, [bridge])
     assert bridge.terminate() == 0, bridge.logs()[-3000:]
     assert len(kafka.read_all(out)) == 1999 + 500
+
+
+def test_a_hung_step_ends_the_process_before_the_transaction_times_out(
+    kafka: KafkaFixture, bridges: MakeBridge
+) -> None:
+    """A step that never returns: the watchdog names it and exits 3 before the open
+    transaction reaches transaction.timeout.ms; nothing of that transaction is visible."""
+    src, out, dlq = bridge_topics(kafka, 1)
+    settings = base_settings(
+        kafka, src, out, dlq, pipeline="tests.pipelines:hangs", transaction_timeout_ms=6000
+    )
+    bridge = bridges(**settings).start()
+    _phase(kafka, src, 0, 100)
+    wait_caught_up(kafka, settings["group_id"], src, 120, [bridge])
+    kafka.seed(src, [orjson.dumps({"id": "stuck", "hang": True})], [b"k"])
+    assert bridge.wait(120) == 3, bridge.logs()[-3000:]
+    line = next(ln for ln in bridge.logs().splitlines() if "did not return" in ln)
+    assert "step 'hang'" in line and "transaction.timeout.ms" in line
+    assert len(kafka.read_all(out)) == 100
+
+
+def test_sigterm_is_honoured_while_the_loop_is_stuck(
+    kafka: KafkaFixture, bridges: MakeBridge
+) -> None:
+    """SIGTERM while a step hangs: the process is gone within shutdown_timeout (exit 3)."""
+    src, out, dlq = bridge_topics(kafka, 1)
+    settings = base_settings(
+        kafka, src, out, dlq, pipeline="tests.pipelines:hangs", shutdown_timeout=3
+    )
+    bridge = bridges(**settings).start()
+    kafka.seed(src, [orjson.dumps({"id": "stuck", "hang": True})], [b"k"])
+    wait_until(lambda: "blocking forever" in bridge.logs(), 120, "the step to hang", step=0.2)
+    assert bridge.terminate(timeout=120) == 3, bridge.logs()[-3000:]
+    line = next(ln for ln in bridge.logs().splitlines() if "SIGTERM not honoured" in ln)
+    assert "shutdown_timeout=3s" in line and "step 'hang'" in line
