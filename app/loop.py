@@ -161,8 +161,11 @@ class Bridge:
         log.info("shutting down: final checkpoint")
         try:
             self._checkpoint.commit()
-        except (CheckpointAborted, ProducerFenced) as exc:
-            log.warning("final checkpoint aborted (%s); the next owner replays it", exc)
+        except (CheckpointAborted, ProducerFenced, KafkaException) as exc:
+            log.warning(
+                "final checkpoint aborted (%s): what was processed since the last commit is "
+                "replayed by the next owner of these partitions", describe(exc)
+            )  # fmt: skip
         self._txn.abort_quietly()  # the empty transaction opened by the last checkpoint
         self._consumer.close()
         self._state.close()
