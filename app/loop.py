@@ -125,6 +125,8 @@ class Bridge:
             self._metrics.aborts.labels("record_refused").inc()
             self._txn.recreate(str(exc), counted=False)
         elif isinstance(exc, CheckpointAborted):
+            if exc.reason == "commit_failed":  # maybe a refused record nobody reported
+                self._output.refusals.diagnose_replay()
             self._abort(str(exc), exc.reason)
         elif isinstance(exc, ProducerFenced):
             self._metrics.aborts.labels("producer_recreated").inc()

@@ -6,6 +6,7 @@ the producer's open transaction.
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from typing import Any
@@ -86,7 +87,7 @@ class Output:
         are inlined; everything else goes through :func:`encode_value` / :func:`encode_key`.
         """
         failures: list[Failure] = []
-        produce = self._producer.produce
+        produce = self._produce_fn()
         default, max_bytes, dumps = self._default_topic, self._max_bytes, orjson.dumps
         for row in rows:
             value = row.value
@@ -134,13 +135,20 @@ class Output:
             return False
         if verdict == ALONE:
             self._producer.flush(30)  # alone in its produce request: refused or not, by itself
-            self._produce(self._producer.produce, topic, payload, key, row.headers)
+            self._produce(self._produce_fn(), topic, payload, key, row.headers)
             self._producer.flush(30)
             return True
         where = f"{row.source_topic}[{row.partition}]@{row.offset}"
         error = OutputRefused(f"output of {where} was refused by the broker: {verdict}")
         failures.append(Failure(row, "output", error))
         return True
+
+    def _produce_fn(self) -> Any:
+        """``producer.produce``; with a per-record delivery report while diagnosing a refusal
+        (a producer without producer-level reports cannot name the refused record otherwise)."""
+        if self.refusals.diagnosing:
+            return functools.partial(self._producer.produce, on_delivery=self.on_delivery)
+        return self._producer.produce
 
     @property
     def fast_path_max_bytes(self) -> int:

@@ -36,6 +36,7 @@ class Refusals:
         self._alone: set[Fingerprint] = set()  # produced alone in the open transaction
         self._this_txn: list[Fingerprint] = []
         self._first: RecordRefused | None = None
+        self.diagnosing = False  # per-record delivery reports until the next clean flush
 
     def note(self, err: object, topic: str, key: bytes | None, value: bytes | None) -> None:
         """A delivery report refused this record (call only for ``record_refused(err)``)."""
@@ -71,7 +72,12 @@ class Refusals:
     @property
     def pending(self) -> bool:
         """Some replayed output must be checked here (the fused fast path cannot)."""
-        return bool(self._suspects or self._unsettled)
+        return bool(self._suspects or self._unsettled or self.diagnosing)
+
+    def diagnose_replay(self) -> None:
+        """A transaction failed at commit for a delivery nobody reported (no producer-level
+        delivery callback): report every record of the replay to find a refused one."""
+        self.diagnosing = True
 
     def check(self, fp: Fingerprint) -> str | None:
         """Before producing ``fp``: None (produce it as usual), :data:`ALONE` (a suspect:
@@ -90,6 +96,7 @@ class Refusals:
     def raise_if_refused(self) -> None:
         """After the flush: abort if anything was refused (a lone refusal is confirmed)."""
         if self._first is None:
+            self.diagnosing = False  # a clean transaction: the diagnosis is over
             return
         self._confirm_lone()
         raise self._first

@@ -266,4 +266,7 @@ class Transactions:
                         f"({describe(exc)}): the outcome is unknown, exiting so a restart "
                         f"recovers through init_transactions"
                     ) from exc
-                raise bridge_error(what, exc) from exc
+                error = bridge_error(what, exc)
+                if what == "commit_transaction" and isinstance(error, CheckpointAborted):
+                    error.reason = "commit_failed"  # a delivery of this transaction failed
+                raise error from exc

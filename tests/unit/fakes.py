@@ -40,6 +40,7 @@ class FakeProducer(Scripted):
     def __init__(self) -> None:
         super().__init__()
         self.produced: list[tuple[str, Any, Any]] = []
+        self.reported: list[bool] = []  # per produce: asked for its own delivery report
 
     def init_transactions(self, timeout: float) -> None:
         self._call("init_transactions")
@@ -59,6 +60,7 @@ class FakeProducer(Scripted):
     def produce(self, topic: str, value: Any = None, key: Any = None, **kw: Any) -> None:
         self._call("produce")
         self.produced.append((topic, value, key))
+        self.reported.append("on_delivery" in kw)
 
     def poll(self, timeout: float = 0) -> int:
         return 0

@@ -177,8 +177,8 @@ def test_retriable_commit_error_is_retried_not_aborted() -> None:
 def test_abortable_error_aborts_rewinds_and_continues() -> None:
     h = Harness()
     h.consumer.committed_offsets = {("in", 0): 0}
-    h.producers[0].fail["commit_transaction"] = [
-        kafka_exc(KafkaError._STATE, txn_requires_abort=True)
+    h.producers[0].fail["send_offsets_to_transaction"] = [
+        kafka_exc(KafkaError.ILLEGAL_GENERATION, txn_requires_abort=True)
     ]
     h.bridge.run()
     assert h.aborts("abortable") == 1
@@ -220,6 +220,20 @@ def test_a_refused_record_gets_a_fresh_producer_not_counted_as_a_twin() -> None:
     h.bridge.run()
     assert h.aborts("record_refused") == 1 and len(h.producers) == 2
     assert h.txn._recreations == 0  # the bound is about twins, not records
+
+
+def test_a_failed_commit_replays_with_a_delivery_report_per_record() -> None:
+    """A stateful exactly-once producer has no producer-level reports: after a commit fails
+    for a delivery, the replay asks for one per record, so a refused record can be named."""
+    h = Harness()
+    h.producers[0].fail["commit_transaction"] = [
+        kafka_exc(KafkaError.INVALID_TIMESTAMP, txn_requires_abort=True)
+    ]
+    h.consumer.batches.append([FakeMessage(offset=0)])  # the replay after the rewind
+    h.bridge.run()
+    assert h.aborts("commit_failed") == 1
+    assert h.producers[0].reported == [False, True]  # first send plain, the replay reported
+    assert not h.output.refusals.diagnosing  # the replay committed cleanly: back to normal
 
 
 def test_unrepairable_producer_error_ends_the_run() -> None:
