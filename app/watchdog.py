@@ -72,7 +72,8 @@ class Watchdog:
         self._ids = itertools.count()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self._signals: socket.socket | None = None
+        self._signals: socket.socket | None = None  # read end of the C-level signal wake-up
+        self._writer: socket.socket | None = None
         self._shutdown_timeout: float | None = None
 
     def start(self) -> Watchdog:
