@@ -43,6 +43,7 @@ from app.watchdog import Watchdog
 log = logging.getLogger(__name__)
 
 _TXN_DEADLINE = "the open transaction would reach transaction.timeout.ms"
+_CLOSE_DEADLINE_S = 60.0
 
 
 class Bridge:
@@ -169,7 +170,7 @@ class Bridge:
                 "replayed by the next owner of these partitions", describe(exc)
             )  # fmt: skip
         self._txn.abort_quietly()  # the empty transaction opened by the last checkpoint
-        self._consumer.close()
+        self._close_consumer()
         self._state.close()
 
     def _next_batch(self) -> list[Any]:
@@ -187,8 +188,13 @@ class Bridge:
         """A fatal or record error: commit nothing more, abort what can be aborted, leave."""
         self._checkpoint.disable()
         self._txn.abort_quietly()
-        self._consumer.close()
+        self._close_consumer()
         self._state.close()
+
+    def _close_consumer(self) -> None:
+        """Leave the group; librdkafka's close can block when the coordinator is gone."""
+        with self._watchdog.guard("consumer.close", _CLOSE_DEADLINE_S, "group coordinator"):
+            self._consumer.close()
 
     # ---- one batch -------------------------------------------------------------------------
 
