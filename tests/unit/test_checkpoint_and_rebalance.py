@@ -158,7 +158,7 @@ def test_revoke_with_an_abortable_commit_aborts_through_the_owner_without_rewind
     rig.callback("on_revoke")
     assert "abort_transaction" in rig.producer.calls and "discard" in rig.log
     assert rig.consumer.seeks == []  # the partitions go: nothing to rewind
-    assert rig.aborts("abortable") == 1
+    assert rig.aborts("commit_failed") == 1
 
 
 def test_lost_partitions_abort_through_the_owner() -> None:
