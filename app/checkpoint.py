@@ -22,6 +22,9 @@ class Checkpoint:
     revoke and on shutdown. A checkpoint with nothing consumed commits nothing.
 
     Args:
+        max_age: seconds an open transaction may live (a fraction of transaction.timeout.ms):
+            the loop bounds every batch by :meth:`time_left`, so no transaction reaches the
+            broker's timeout whatever a step does.
         fault_abort_every: test-only; abort every k-th non-empty checkpoint instead.
     """
 
@@ -35,6 +38,7 @@ class Checkpoint:
         interval: float,
         every: int,
         flush_timeout: float,
+        max_age: float = 30.0,
         fault_abort_every: int = 0,
     ) -> None:
         self._consumer = consumer
@@ -45,13 +49,18 @@ class Checkpoint:
         self._interval = interval
         self._every = every
         self._flush_timeout = flush_timeout
+        self._max_age = max_age
         self._fault_abort_every = fault_abort_every
         self._nonempty = 0
         self._disabled = False
         self.consumed = 0
         self.started = time.monotonic()
+        self._first_record = self.started
 
-    def record(self, consumed: int) -> None:
+    def record(self, consumed: int, started: float) -> None:
+        """Count ``consumed`` records processed since ``started`` (monotonic)."""
+        if self.consumed == 0:
+            self._first_record = started
         self.consumed += consumed
 
     def due(self) -> bool:
@@ -59,16 +68,25 @@ class Checkpoint:
             return True
         if self.consumed == 0:
             return False
+        if self.time_left() < self._max_age / 2:
+            return True  # a slow batch used the time: commit before the transaction nears it
         if self._every and self.consumed >= self._every:
             return True
         return time.monotonic() - self.started >= self._interval
+
+    def time_left(self) -> float:
+        """Seconds until the open transaction must have been committed."""
+        if self.consumed == 0:
+            return self._max_age
+        return self._first_record + self._max_age - time.monotonic()
 
     def commit(self) -> None:
         """Commit everything consumed since the last checkpoint, then open the next one.
 
         Raises:
             CheckpointAborted: the transaction must be aborted (the caller rewinds).
-            KafkaFatalError: fenced, fatal, or the commit outcome is unknown.
+            ProducerFenced: the producer must be re-created (the caller rewinds).
+            KafkaFatalError: the commit outcome is unknown, or nothing in-process can help.
         """
         if self._disabled:
             return
@@ -84,7 +102,9 @@ class Checkpoint:
         self._state.verify_delivery()
         self._nonempty += 1
         if self._fault_abort_every and self._nonempty % self._fault_abort_every == 0:
-            raise CheckpointAborted(f"fault injection: aborting checkpoint #{self._nonempty}")
+            raise CheckpointAborted(
+                f"fault injection: aborting checkpoint #{self._nonempty}", "fault_injection"
+            )
         # 3 + 4. input offsets into the transaction, commit
         self._txn.commit([TopicPartition(t, p, o) for (t, p), o in positions.items()])
         self._output.checkpoint_committed(self.consumed)  # dead-letter summary + ratio check

@@ -122,6 +122,10 @@ class BridgeSettings(ConnectionSettings):
     poll_timeout: float = Field(0.2, gt=0, le=5)
     shutdown_timeout: float = Field(30.0, gt=0, description="final checkpoint deadline")
     startup_timeout: float = Field(30.0, gt=0, description="broker reachability deadline")
+    call_timeout: float = Field(
+        30.0, gt=0, le=300,
+        description="timeout of each blocking Kafka call; the watchdog exits 15 s after it",
+    )  # fmt: skip
 
     state_dir: Path = Field(Path(".state"), description="RocksDB stores live here")
     state_cache_max_bytes: int = Field(64 * 1024 * 1024, gt=0)

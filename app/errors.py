@@ -1,29 +1,45 @@
-"""The exception tree of eos-bridge.
+"""The exception tree of eos-bridge, and what the loop does about each branch.
 
 ::
 
     BridgeError                    root: everything the bridge raises on purpose
-    ├── ConfigError                bad or inconsistent setting; refuse to start (exit 2)
-    ├── KafkaFatalError            fenced producer, fatal client error, indeterminate commit;
-    │                              close and exit non-zero (exit 3), Kubernetes restarts us
+    ├── ConfigError                bad or inconsistent setting; refuse to start      exit 2
+    ├── KafkaFatalError            unrecoverable client error (authorization, unknown
+    │   │                          outcome, producer re-created too often)            exit 3
+    │   └── InstanceFenced         another live instance uses our group.instance.id   exit 5
+    ├── ProducerFenced             producer fatal or fenced by a newer epoch of our own
+    │                              transactional.id: re-create the producer in-process
+    │                              (init_transactions), rewind, continue (bounded)
     ├── CheckpointAborted          abortable failure inside a transaction (delivery error,
-    │                              ILLEGAL_GENERATION, ...): abort, drop uncommitted state,
-    │                              rewind to the committed offsets, carry on
-    ├── PartitionsMigrated         partitions were lost while we held uncommitted work: abort,
-    │                              drop their state, rejoin
-    ├── StateCorrupted             local state unusable: wipe it and restore from the changelog
-    ├── RecoveryError              changelog recovery could not complete
+    │   │                          ILLEGAL_GENERATION, ...): abort, drop uncommitted state,
+    │   │                          rewind to the committed offsets, continue
+    │   └── RecordRefused          the broker refused one output record (too large for the
+    │                              topic, invalid timestamp, policy): as above, and the
+    │                              record goes to the dead-letter topic on replay
+    ├── PartitionsMigrated         partitions were lost while we held uncommitted work:
+    │                              abort, drop their state, rewind the rest, rejoin
+    ├── StateCorrupted             local state unusable: wipe that partition's store and
+    │                              restore it from the changelog, continue
+    ├── RecoveryError              changelog recovery could not complete              exit 3
     └── RecordError                one record could not be processed; goes to the dead-letter
-        ├── DeserializationError   topic (policy ``dlq``) or stops the bridge (policy ``fail``)
-        ├── StepError
+        ├── DeserializationError   topic (policy ``dlq``) or stops the bridge       exit 4
+        ├── StepError              (policy ``fail``)
         │   └── ExpressionLimit    a spec expression would exceed a CPU/memory bound
         ├── OutputTooLarge
+        ├── OutputRefused          the broker refused it before (see RecordRefused)
         └── ...                    one class per kind of failure: app.pipeline.errors
+
+Kafka errors become these classes in one place, :func:`app.kafka.errors.classify` (by error
+code and librdkafka's flags, never by message text); the loop reacts to them in one place,
+:meth:`app.loop.Bridge.run`. A blocking client call that overruns its deadline is not an
+exception: the watchdog (:mod:`app.watchdog`) logs it and leaves with exit 3.
 
 Messages name the setting, topic/partition/offset and what to do.
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 
 class BridgeError(Exception):
@@ -35,11 +51,43 @@ class ConfigError(BridgeError):
 
 
 class KafkaFatalError(BridgeError):
-    """The producer is fenced or fatally broken, or a commit outcome is unknown."""
+    """A client error no in-process reaction can repair; the process exits (code 3)."""
+
+
+class InstanceFenced(KafkaFatalError):
+    """Another live consumer joined the group with our ``group.instance.id`` (exit 5)."""
+
+
+class ProducerFenced(BridgeError):
+    """The producer is fatally broken or fenced; a new one (same transactional.id) takes over."""
 
 
 class CheckpointAborted(BridgeError):
-    """The open transaction must be aborted; processing resumes from committed offsets."""
+    """The open transaction must be aborted; processing resumes from committed offsets.
+
+    Args:
+        message: why, naming the call, topic or partition.
+        reason: the ``reason`` label of ``eos_bridge_transaction_aborts_total``.
+    """
+
+    def __init__(self, message: str, reason: str = "abortable") -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
+class RecordRefused(CheckpointAborted):
+    """The broker refused one output record; it is dead-lettered when its input is replayed.
+
+    Args:
+        message: what the broker said, with the output topic.
+        topic: the output topic of the refused record.
+        key: its key bytes.
+        value: its value bytes.
+    """
+
+    def __init__(self, message: str, topic: str, key: bytes | None, value: bytes | None) -> None:
+        super().__init__(message, reason="record_refused")
+        self.topic, self.key, self.value = topic, key, value
 
 
 class PartitionsMigrated(BridgeError):
@@ -47,7 +95,17 @@ class PartitionsMigrated(BridgeError):
 
 
 class StateCorrupted(BridgeError):
-    """Local state cannot be trusted; it must be wiped and restored from the changelog."""
+    """Local state cannot be trusted; it must be wiped and restored from the changelog.
+
+    Args:
+        message: what is wrong, naming the store and partition.
+        partitions: the input partitions ``(topic, partition)`` whose stores must be wiped
+            (empty when unknown: then the loop treats it as fatal).
+    """
+
+    def __init__(self, message: str, partitions: Sequence[tuple[str, int]] = ()) -> None:
+        super().__init__(message)
+        self.partitions = list(partitions)
 
 
 class RecoveryError(BridgeError):
@@ -72,3 +130,7 @@ class ExpressionLimit(StepError):
 
 class OutputTooLarge(RecordError):
     """An output record exceeds ``max_output_bytes``."""
+
+
+class OutputRefused(RecordError):
+    """The broker refused this record's output in an earlier, aborted transaction."""

@@ -21,12 +21,22 @@ class Health:
         self.ready = False
         self.reason = "starting"
         self.degraded: str | None = None
+        self.stuck: str | None = None
+
+    @property
+    def stale_after(self) -> float:
+        return self._stale_after
 
     def beat(self) -> None:
         self._beat = time.monotonic()
+        self.stuck = None
 
     def alive(self) -> bool:
-        return time.monotonic() - self._beat < self._stale_after
+        return self.stuck is None and time.monotonic() - self._beat < self._stale_after
+
+    def fail(self, what: str) -> None:
+        """The watchdog saw ``what`` overrun: ``/livez`` fails (naming it) until the next beat."""
+        self.stuck = what
 
     def set_ready(self, ready: bool, reason: str) -> None:
         self.ready, self.reason = ready, reason
@@ -51,7 +61,8 @@ def serve(host: str, port: int, health: Health, metrics: Metrics) -> ThreadingHT
                 self._send(200, generate_latest(metrics.registry), CONTENT_TYPE_LATEST)
             elif self.path == "/livez":
                 ok = health.alive()
-                self._send(200 if ok else 503, b"ok\n" if ok else b"loop stalled\n")
+                stalled = f"loop stalled: {health.stuck or 'no beat'}\n".encode()
+                self._send(200 if ok else 503, b"ok\n" if ok else stalled)
             elif self.path == "/readyz":
                 ready, reason = health.readiness()
                 self._send(200 if ready else 503, f"{reason}\n".encode())

@@ -1,7 +1,10 @@
 """The processing loop: consume a batch, run the pipeline, produce, checkpoint.
 
-Reads top to bottom: :meth:`Bridge.run` is the loop, each box of the DESIGN data flow is one
-method below it, and every error is handled in exactly one place (:meth:`Bridge._abort`).
+Reads top to bottom: :meth:`Bridge.run` is the loop and the error ladder (every exception
+class of :mod:`app.errors` has its one reaction there, as in Kafka Streams'
+``StreamThread.runLoop``); each box of the DESIGN data flow is one method below it. The
+transaction's life (begin, commit, abort, rewind, new producer) belongs to
+:class:`app.transactions.Transactions`; the watchdog bounds every batch and every step.
 """
 
 from __future__ import annotations
@@ -11,12 +14,22 @@ import time
 from typing import Any
 
 import orjson
-from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, KafkaError, TopicPartition
+from confluent_kafka import KafkaError, KafkaException
 
 from app.checkpoint import Checkpoint
-from app.errors import CheckpointAborted, DeserializationError, KafkaFatalError, RecordError
+from app.errors import (
+    BridgeError,
+    CheckpointAborted,
+    DeserializationError,
+    InstanceFenced,
+    KafkaFatalError,
+    PartitionsMigrated,
+    ProducerFenced,
+    RecordError,
+    StateCorrupted,
+)
 from app.health import Health
-from app.kafka.errors import describe
+from app.kafka.errors import Reaction, bridge_error, classify_consumer, describe
 from app.metrics import Metrics
 from app.output import Output
 from app.pipeline.builder import Pipeline
@@ -25,8 +38,12 @@ from app.pipeline.steps import Failure, StepContext, fuse
 from app.rebalance import Rebalancer
 from app.state.backend import StateBackend
 from app.transactions import Transactions
+from app.watchdog import Watchdog
 
 log = logging.getLogger(__name__)
+
+_TXN_DEADLINE = "the open transaction would reach transaction.timeout.ms"
+_CLOSE_DEADLINE_S = 60.0
 
 
 class Bridge:
@@ -42,14 +59,15 @@ class Bridge:
         checkpoint: Checkpoint,
         metrics: Metrics,
         health: Health,
+        watchdog: Watchdog,
         *,
         topics: list[str],
+        instance_id: str,
         batch_size: int,
         poll_timeout: float,
         retries: int,
         dead_letter: bool,
         decode_json: bool,
-        start_from_end: bool,
     ) -> None:
         self._consumer = consumer
         self._txn = txn
@@ -59,51 +77,100 @@ class Bridge:
         self._checkpoint = checkpoint
         self._metrics = metrics
         self._health = health
+        self._watchdog = watchdog
         self._topics = topics
-        self._batch_size = batch_size
+        self._instance_id = instance_id
+        self._max_batch = self._batch_size = batch_size
         self._poll_timeout = poll_timeout
         self._retries = retries
         self._dead_letter = dead_letter
         self._decode = orjson.loads if decode_json else None
-        self._reset_offset = OFFSET_END if start_from_end else OFFSET_BEGINNING
-        self._rebalancer = Rebalancer(consumer, checkpoint, state, metrics, health, self._abort)
+        # An abort drops all uncommitted work: state cache, latched delivery errors, the count.
+        for discard in (state.discard, output.reset, checkpoint.abandon):
+            txn.on_abort(discard)
+        txn.on_new_producer(output.rebind)
+        self._rebalancer = Rebalancer(consumer, checkpoint, state, metrics, health, txn)
         self._progress = ProgressLog(consumer, metrics)
         self.stopping = False
         # Pipelines of filters and dict maps run fused (one pass, no Row objects); a batch
         # with anything unusual falls back to the steps (see app.pipeline.steps.fuse).
         self._fused = fuse(pipeline.steps, decode_json, output.fast_path_max_bytes)
 
-    # ---- the loop --------------------------------------------------------------------------
+    # ---- the loop and its error ladder -----------------------------------------------------
 
     def run(self) -> None:
-        """Process until :attr:`stopping`; then a final checkpoint. Raises on fatal errors."""
+        """Process until :attr:`stopping`; then a final checkpoint.
+
+        Raises:
+            KafkaFatalError: nothing in-process can help (exit 3); InstanceFenced (exit 5).
+            RecordError: a record failed with ``on_error=fail`` (exit 4).
+        """
         self._txn.begin()
         self._consumer.subscribe(self._topics, **self._rebalancer.callbacks())
         while not self.stopping:
             self._health.beat()
-            if self._state.pending_recovery():
-                self._rebalancer.recover(budget_s=1.0)
-            messages = self._next_batch()
-            self._rebalancer.raise_pending()
             try:
-                if messages:
-                    self._process(messages)
-                if self._checkpoint.due():
-                    self._checkpoint.commit()
-            except CheckpointAborted as exc:
-                self._abort(str(exc))
-            self._progress.maybe_log()
+                self._run_once()
+            except KafkaException as exc:  # raised by a client call nobody mapped (flush, ...)
+                self._react(bridge_error("producer", exc))
+            except BridgeError as exc:
+                self._react(exc)
         self.shutdown()
+
+    def _react(self, exc: BridgeError) -> None:
+        """The ladder: one reaction per class of :mod:`app.errors`; the rest ends the run."""
+        if isinstance(exc, CheckpointAborted) and self._output.refusals.refused_in_txn:
+            # The broker refused a record: it goes to the DLQ on replay (app.refusals). After
+            # a refusal librdkafka's idempotence state needs a new epoch ("skipped sequence
+            # numbers" otherwise), so a fresh producer takes over rather than an abort.
+            self._metrics.aborts.labels("record_refused").inc()
+            self._txn.recreate(str(exc), counted=False)
+        elif isinstance(exc, CheckpointAborted):
+            if exc.reason == "commit_failed":  # maybe a refused record nobody reported
+                self._output.refusals.diagnose_replay()
+            self._abort(str(exc), exc.reason)
+        elif isinstance(exc, ProducerFenced):
+            self._metrics.aborts.labels("producer_recreated").inc()
+            self._txn.recreate(str(exc))
+        elif isinstance(exc, PartitionsMigrated):
+            # Whatever we did for partitions no longer ours is dropped with the whole
+            # transaction; the rest is rewound and the rebalance delivers the new set.
+            self._abort(str(exc), "partitions_migrated")
+        elif isinstance(exc, StateCorrupted) and exc.partitions:
+            self._abort(str(exc), "state_corrupted")
+            self._rebalancer.restore_again(exc.partitions)
+        elif isinstance(exc, StateCorrupted):
+            raise KafkaFatalError(f"local state corrupted: {exc}") from exc
+        else:
+            raise exc
+
+    def _run_once(self) -> None:
+        if self._state.pending_recovery():
+            self._rebalancer.recover(budget_s=1.0)
+        messages = self._next_batch()
+        self._rebalancer.raise_pending()
+        if messages:
+            self._process_bounded(messages)
+        if self._checkpoint.due():
+            self._checkpoint.commit()
+        self._progress.maybe_log()
+
+    def _abort(self, reason: str, label: str) -> None:
+        self._metrics.aborts.labels(label).inc()
+        self._txn.abort(reason)
 
     def shutdown(self) -> None:
         """Final checkpoint, then leave the group (its revoke callback has nothing to do)."""
         log.info("shutting down: final checkpoint")
         try:
             self._checkpoint.commit()
-        except CheckpointAborted as exc:
-            self._abort(str(exc), rewind=False)
-        self._txn.abort()  # the empty transaction opened by the last checkpoint
-        self._consumer.close()
+        except (CheckpointAborted, ProducerFenced, KafkaException) as exc:
+            log.warning(
+                "final checkpoint aborted (%s): what was processed since the last commit is "
+                "replayed by the next owner of these partitions", describe(exc)
+            )  # fmt: skip
+        self._txn.abort_quietly()  # the empty transaction opened by the last checkpoint
+        self._close_consumer()
         self._state.close()
 
     def _next_batch(self) -> list[Any]:
@@ -120,21 +187,46 @@ class Bridge:
     def close_after_failure(self) -> None:
         """A fatal or record error: commit nothing more, abort what can be aborted, leave."""
         self._checkpoint.disable()
-        try:
-            self._txn.abort()
-        except Exception as exc:  # fenced/fatal producers cannot abort; the broker will
-            log.warning("abort on failure: %s", describe(exc))
-        self._consumer.close()
+        self._txn.abort_quietly()
+        self._close_consumer()
         self._state.close()
+
+    def _close_consumer(self) -> None:
+        """Leave the group; librdkafka's close can block when the coordinator is gone."""
+        with self._watchdog.guard("consumer.close", _CLOSE_DEADLINE_S, "group coordinator"):
+            self._consumer.close()
 
     # ---- one batch -------------------------------------------------------------------------
 
-    def _process(self, messages: list[Any]) -> None:
-        if self._fused is not None:
-            encoded = self._fused(messages)
+    def _process_bounded(self, messages: list[Any]) -> None:
+        """Process one batch within what is left of the open transaction's life.
+
+        Each phase runs under the watchdog (a hang is reported by name and ends the process
+        before the broker's transaction timeout would); a batch that used more than a quarter
+        of the budget halves the next one, so a slow step leads to smaller transactions, not
+        to a timed-out one (Kafka Streams adapts its batch the same way).
+        """
+        started = time.monotonic()
+        budget = self._checkpoint.time_left()
+        self._process(messages, started + budget)
+        self._checkpoint.record(len(messages), started)
+        elapsed = time.monotonic() - started
+        if elapsed > budget / 4 and self._batch_size > 1:
+            self._batch_size = max(1, self._batch_size // 2)
+            log.warning(
+                "a batch took %.1fs of the transaction's %.0fs: batch size now %d",
+                elapsed, budget, self._batch_size,
+            )  # fmt: skip
+        elif elapsed < budget / 16 and self._batch_size < self._max_batch:
+            self._batch_size = min(self._max_batch, self._batch_size * 2)
+
+    def _process(self, messages: list[Any], deadline: float) -> None:
+        if self._fused is not None and not self._output.refusals.pending:
+            with self._phase("the fused pipeline", deadline):
+                encoded = self._fused(messages)
             if encoded is not None:
-                self._output.send_encoded(encoded)
-                self._checkpoint.record(len(messages))
+                with self._phase("output", deadline):
+                    self._output.send_encoded(encoded)
                 self._metrics.records_in.inc(len(messages))
                 self._metrics.records_out.inc(len(encoded))
                 return
@@ -143,13 +235,17 @@ class Bridge:
         for step in self._pipeline.steps:
             if not rows:
                 break
-            rows = step(rows, ctx)
-        unsent = self._output.send(rows)
+            with self._phase(f"step {step.name!r}", deadline):
+                rows = step(rows, ctx)
+        with self._phase("output", deadline):
+            unsent = self._output.send(rows)
         for failure in failures + ctx.failures + unsent:
             self._fail(failure)
-        self._checkpoint.record(len(messages))
         self._metrics.records_in.inc(len(messages))
         self._metrics.records_out.inc(len(rows) - len(unsent))
+
+    def _phase(self, what: str, deadline: float) -> Any:
+        return self._watchdog.guard(what, deadline - time.monotonic(), "", _TXN_DEADLINE)
 
     def _decode_batch(self, messages: list[Any]) -> tuple[list[Row], list[Failure]]:
         rows: list[Row] = []
@@ -195,51 +291,19 @@ class Bridge:
         self._metrics.dead_lettered.inc()
 
     def _consumer_error(self, err: KafkaError) -> None:
-        if err.fatal() or err.code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
+        reaction = classify_consumer(err)
+        if reaction is Reaction.INSTANCE_FENCED:
+            raise InstanceFenced(
+                f"another live instance joined group with instance_id={self._instance_id!r} "
+                f"(group.instance.id) and fenced this one ({describe(err)}); give every "
+                f"instance its own BRIDGE_INSTANCE_ID"
+            )
+        if reaction is Reaction.FATAL:
             raise KafkaFatalError(f"consumer: {describe(err)}")
         log.warning("consumer error (librdkafka retries): %s", describe(err))
 
     def _state_access(self) -> Any:
         return getattr(self._state, "access", None)
-
-    # ---- errors ----------------------------------------------------------------------------
-
-    def _abort(self, reason: str, rewind: bool = True) -> None:
-        """Abortable failure: abort, drop uncommitted state, rewind to committed offsets."""
-        log.warning("aborting transaction: %s", reason)
-        self._metrics.aborts.labels(_reason_label(reason)).inc()
-        self._txn.abort()
-        self._state.discard()
-        self._output.reset()
-        self._checkpoint.abandon()
-        if rewind:
-            self._rewind()
-        self._txn.begin()
-
-    def _rewind(self) -> None:
-        """Seek every assigned partition back to its committed offset (none → reset policy)."""
-        assignment = self._consumer.assignment()
-        if not assignment:
-            return
-        committed = self._consumer.committed(assignment, timeout=30)
-        targets = [
-            TopicPartition(
-                tp.topic, tp.partition, tp.offset if tp.offset >= 0 else self._reset_offset
-            )
-            for tp in committed
-        ]
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                # All partitions in one pass, again after any failure: a message fetched in
-                # between would otherwise move a rewound partition past it.
-                for target in targets:
-                    self._consumer.seek(target)
-                return
-            except Exception as exc:  # partition not fetching yet: serve the client, retry
-                if time.monotonic() > deadline:
-                    raise KafkaFatalError(f"cannot rewind to {targets}: {describe(exc)}") from exc
-                self._consumer.consume(1, 0.05)
 
 
 class ProgressLog:
@@ -265,11 +329,3 @@ class ProgressLog:
             *counts,
             len(self._consumer.assignment()),
         )
-
-
-def _reason_label(reason: str) -> str:
-    if reason.startswith("fault injection"):
-        return "fault_injection"
-    if "delivery" in reason:
-        return "delivery"
-    return "abortable"

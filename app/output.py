@@ -6,7 +6,9 @@ the producer's open transaction.
 
 from __future__ import annotations
 
+import functools
 import logging
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -14,8 +16,8 @@ import orjson
 from confluent_kafka import KafkaError, KafkaException
 
 from app.deadletters import DeadLetters
-from app.errors import CheckpointAborted, OutputTooLarge, RecordError
-from app.kafka.errors import describe, kafka_error
+from app.errors import CheckpointAborted, OutputRefused, OutputTooLarge, RecordError
+from app.kafka.errors import describe, kafka_error, record_refused
 from app.pipeline.encoding import (
     NON_FINITE,
     encode_key,
@@ -26,8 +28,10 @@ from app.pipeline.encoding import (
 from app.pipeline.errors import InvalidRoute, UnknownRouteTopic
 from app.pipeline.record import Row
 from app.pipeline.steps import Failure
+from app.refusals import ALONE, Refusals
 
 log = logging.getLogger(__name__)
+_FLUSH_SLICE_S = 0.1
 
 # Dead-letter headers (also documented in the README).
 H_TOPIC = "eos.dlq.source.topic"
@@ -76,13 +80,19 @@ class Output:
         self._dead: set[tuple[str, int, int]] = set()
         self._route_errors: dict[str, RecordError] = {}  # one error object per missing topic
         self._last_error: tuple[BaseException, str, list[tuple[str, bytes]]] | None = None
+        self.refusals = Refusals()  # records the broker refused: DLQ on replay
 
     def on_delivery(self, err: Any, msg: Any) -> None:
         """Producer-level delivery callback: latch failures; the checkpoint raises them."""
         if err is not None:
-            self._delivery_errors.append(
-                f"{describe(err)} (topic {msg.topic()} partition {msg.partition()})"
-            )
+            what = f"{describe(err)} (topic {msg.topic()} partition {msg.partition()})"
+            self._delivery_errors.append(what)
+            if record_refused(err):
+                self.refusals.note(err, msg.topic(), msg.key(), msg.value())
+
+    def rebind(self, producer: Any) -> None:
+        """Write through ``producer`` from now on (the old one was fenced or failed)."""
+        self._producer = producer
 
     def send(self, rows: list[Row]) -> list[Failure]:
         """Produce ``rows``; returns those that cannot be written (see :meth:`_refusal`).
@@ -91,7 +101,7 @@ class Output:
         are inlined; everything else goes through :func:`encode_value` / :func:`encode_key`.
         """
         failures: list[Failure] = []
-        produce = self._producer.produce
+        produce = self._produce_fn()
         default, max_bytes, dumps = self._default_topic, self._max_bytes, orjson.dumps
         for row in rows:
             value, topic, key = row.value, row.topic, row.key
@@ -114,6 +124,8 @@ class Output:
             elif not isinstance(topic, str) or not topic or not self._topic_exists(topic):
                 error = self._route_errors.get(topic) if isinstance(topic, str) else None
                 failures.append(Failure(row, "route", error or self._bad_route(topic)))
+                continue
+            if self.refusals.pending and self._refused(row, topic, payload, failures):
                 continue
             headers = row.headers
             try:
@@ -154,6 +166,32 @@ class Output:
             f"a topic created later is used within a few seconds)"
         )
         return error
+
+    def _refused(
+        self, row: Row, topic: str, payload: bytes | None, failures: list[Failure]
+    ) -> bool:
+        """Handle ``row`` if the broker refused its output before (see :mod:`app.refusals`):
+        a confirmed refusal joins ``failures`` (dead letter), a suspect is produced alone."""
+        key = encode_key(row.key)
+        verdict = self.refusals.check((topic, key, payload))
+        if verdict is None:
+            return False
+        if verdict == ALONE:
+            self._producer.flush(30)  # alone in its produce request: refused or not, by itself
+            self._produce(self._produce_fn(), topic, payload, key, row.headers)
+            self._producer.flush(30)
+            return True
+        where = f"{row.source_topic}[{row.partition}]@{row.offset}"
+        error = OutputRefused(f"output of {where} was refused by the broker: {verdict}")
+        failures.append(Failure(row, "output", error))
+        return True
+
+    def _produce_fn(self) -> Any:
+        """``producer.produce``; with a per-record delivery report while diagnosing a refusal
+        (a producer without producer-level reports cannot name the refused record otherwise)."""
+        if self.refusals.diagnosing:
+            return functools.partial(self._producer.produce, on_delivery=self.on_delivery)
+        return self._producer.produce
 
     @property
     def fast_path_max_bytes(self) -> int:
@@ -220,9 +258,17 @@ class Output:
         return encoded
 
     def flush(self, timeout: float) -> None:
-        """Wait for every delivery; raise :class:`CheckpointAborted` on any failure."""
-        remaining = self._producer.flush(timeout)
-        if remaining:
+        """Wait for every delivery; raise :class:`CheckpointAborted` on any failure.
+
+        Flushes in slices and stops at the first latched error: after a failed delivery the
+        transaction must abort, and librdkafka holds the rest of the queue until it does.
+        """
+        deadline = time.monotonic() + timeout
+        remaining = self._producer.flush(min(timeout, _FLUSH_SLICE_S))
+        while remaining and not self._delivery_errors and time.monotonic() < deadline:
+            remaining = self._producer.flush(min(deadline - time.monotonic(), _FLUSH_SLICE_S))
+        self.refusals.raise_if_refused()
+        if remaining and not self._delivery_errors:
             raise CheckpointAborted(f"{remaining} records not delivered within {timeout}s")
         if self._delivery_errors:
             first, count = self._delivery_errors[0], len(self._delivery_errors)
@@ -231,9 +277,10 @@ class Output:
 
     def reset(self) -> None:
         """Forget latched errors and dead letters (after an abort they belong to the aborted
-        transaction)."""
+        transaction); refused records are kept until their replay dead-letters them."""
         self._delivery_errors.clear()
         self._dead.clear()
+        self.refusals.reset()
         if self._dead_letters is not None:
             self._dead_letters.discard()
 

@@ -1,7 +1,8 @@
 """Rebalance callbacks: commit on revoke, abort on lost, pause partitions until recovered.
 
 The callbacks run inside ``consumer.consume()``; they only commit or record. State recovery
-runs from the main loop (:meth:`Rebalancer.recover`), never inside a callback.
+runs from the main loop (:meth:`Rebalancer.recover`), never inside a callback. Aborts go
+through the transaction owner (:class:`app.transactions.Transactions`), like the loop's.
 """
 
 from __future__ import annotations
@@ -13,10 +14,11 @@ from typing import Any
 from confluent_kafka import TopicPartition
 
 from app.checkpoint import Checkpoint
-from app.errors import CheckpointAborted
+from app.errors import CheckpointAborted, ProducerFenced
 from app.health import Health
 from app.metrics import Metrics
 from app.state.backend import StateBackend
+from app.transactions import Transactions
 
 log = logging.getLogger(__name__)
 
@@ -31,14 +33,14 @@ class Rebalancer:
         state: StateBackend,
         metrics: Metrics,
         health: Health,
-        abort: Callable[..., None],
+        txn: Transactions,
     ) -> None:
         self._consumer = consumer
         self._checkpoint = checkpoint
         self._state = state
         self._metrics = metrics
         self._health = health
-        self._abort = abort
+        self._txn = txn
         self._error: BaseException | None = None
 
     def callbacks(self) -> dict[str, Callable[[Any, list[TopicPartition]], None]]:
@@ -72,9 +74,7 @@ class Rebalancer:
         """Restore pending partitions for up to ``budget_s``; resume them when done."""
         pending = self._state.pending_recovery()
         tps = [TopicPartition(t, p) for t, p in pending]
-        committed = {
-            (tp.topic, tp.partition): tp.offset for tp in self._consumer.committed(tps, timeout=30)
-        }
+        committed = {(tp.topic, tp.partition): tp.offset for tp in self._txn.committed(tps)}
         done = self._state.recover(committed, budget_s)
         self._metrics.recovery_remaining.clear()  # finished restores drop out of progress()
         for task in self._state.progress():
@@ -108,8 +108,12 @@ class Rebalancer:
         log.info("revoked %s: committing what was processed", keys)
         try:
             self._checkpoint.commit()
-        except CheckpointAborted as exc:
-            self._abort(str(exc), rewind=False)  # the partitions go: nothing to rewind
+        except CheckpointAborted as exc:  # the partitions go: nothing to rewind
+            self._metrics.aborts.labels(exc.reason).inc()
+            self._txn.abort(str(exc), rewind=False)
+        except ProducerFenced as exc:
+            self._metrics.aborts.labels("producer_recreated").inc()
+            self._txn.recreate(str(exc), rewind=False)
         self._state.revoke(keys)
         self._health.set_ready(False, "rebalancing")
         self._metrics.ready.set(0)
@@ -118,7 +122,17 @@ class Rebalancer:
         self._metrics.rebalances.labels("lost").inc()
         keys = [(tp.topic, tp.partition) for tp in partitions]
         log.warning("partitions lost %s: aborting uncommitted work", keys)
-        self._abort("partitions lost", rewind=False)
+        self._metrics.aborts.labels("partitions_lost").inc()
+        self._txn.abort(f"partitions lost: {keys}", rewind=False)
         self._state.lost(keys)
         self._health.set_ready(False, "partitions lost, rejoining")
+        self._metrics.ready.set(0)
+
+    def restore_again(self, partitions: list[tuple[str, int]]) -> None:
+        """State corrupted: wipe these partitions' stores, restore them from the changelog
+        (paused meanwhile; :meth:`recover` resumes them)."""
+        log.warning("wiping the state of %s; restoring it from the changelog", partitions)
+        self._state.wipe(partitions)
+        self._consumer.pause([TopicPartition(t, p) for t, p in partitions])
+        self._health.set_ready(False, f"restoring the state of {len(partitions)} partitions")
         self._metrics.ready.set(0)

@@ -1,7 +1,9 @@
 """Wiring: settings → clients, pipeline, state, checkpoint → :class:`app.loop.Bridge`.
 
 Also the start-up checks (broker reachable, topics exist) and the exit codes:
-0 clean stop, 2 configuration, 3 fatal Kafka error, 4 record failure with on_error=fail.
+0 clean stop, 2 configuration, 3 fatal Kafka error (or a Kafka call stuck past its deadline,
+see app.watchdog), 4 record failure with on_error=fail, 5 another live instance uses this
+instance_id.
 """
 
 from __future__ import annotations
@@ -11,16 +13,19 @@ import signal
 from types import FrameType
 from typing import Any
 
-from confluent_kafka import Consumer, Producer
+from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, KafkaException, Producer
+from confluent_kafka.admin import AdminClient, ConfigResource
 
 from app.checkpoint import Checkpoint
 from app.config import BridgeSettings
 from app.deadletters import DeadLetters
-from app.errors import BridgeError, ConfigError, KafkaFatalError, RecordError
+from app.errors import BridgeError, ConfigError, InstanceFenced, KafkaFatalError, RecordError
 from app.health import Health, serve
+from app.kafka.access import check_acls, connect, transactional_access_error
 from app.kafka.admin import require_topics
 from app.kafka.catalog import TopicCatalog
 from app.kafka.defaults import consumer_config, producer_config
+from app.kafka.errors import describe
 from app.loop import Bridge
 from app.metrics import Metrics
 from app.output import Output
@@ -28,10 +33,14 @@ from app.pipeline.builder import Pipeline, load_pipeline
 from app.pipeline.spec import load_spec
 from app.state import NoState, StateBackend
 from app.transactions import Transactions
+from app.watchdog import Watchdog
 
 log = logging.getLogger(__name__)
 
-EXIT_OK, EXIT_CONFIG, EXIT_FATAL, EXIT_RECORD = 0, 2, 3, 4
+EXIT_OK, EXIT_CONFIG, EXIT_FATAL, EXIT_RECORD, EXIT_FENCED = 0, 2, 3, 4, 5
+# An open transaction may live this fraction of transaction.timeout.ms (app.checkpoint).
+_TXN_AGE_FRACTION = 0.6
+_LIBRDKAFKA_BATCH_SIZE = 1_000_000  # librdkafka's default batch.size
 
 
 def build_pipeline(settings: BridgeSettings) -> Pipeline:
@@ -42,9 +51,25 @@ def build_pipeline(settings: BridgeSettings) -> Pipeline:
     return Pipeline()  # passthrough
 
 
-def preflight(settings: BridgeSettings) -> set[str]:
-    """Check the broker answers and the topics exist; returns every topic name there is."""
-    return require_topics(settings, wanted_topics(settings), settings.startup_timeout)
+def preflight(settings: BridgeSettings) -> tuple[set[str], int | None]:
+    """Check the broker answers (TLS and credentials included), the topics exist and the
+    principal may read and write them (app.kafka.access: one line per problem, at once).
+
+    Returns:
+        every topic name there is, and the smallest ``max.message.bytes`` of the topics the
+        bridge writes (None when unknown).
+    """
+    conf = {"bootstrap.servers": settings.bootstrap_servers, **settings.client_common()}
+    admin, existing = connect(conf, settings.startup_timeout)
+    wanted = wanted_topics(settings)
+    require_topics(settings, wanted, settings.startup_timeout, existing)
+    read = [w for w in wanted if w[0] == "input_topics"]
+    written = [w for w in wanted if w[0] != "input_topics"]
+    check_acls(
+        admin, conf, read_topics=read, write_topics=written, group=settings.group_id,
+        timeout=settings.startup_timeout,
+    )  # fmt: skip
+    return existing, _batch_limit(admin, [t for _, t in written], settings.startup_timeout)
 
 
 def wanted_topics(settings: BridgeSettings) -> list[tuple[str, str]]:
@@ -56,6 +81,24 @@ def wanted_topics(settings: BridgeSettings) -> list[tuple[str, str]]:
     return wanted
 
 
+def _batch_limit(admin: AdminClient, topics: list[str], timeout: float) -> int | None:
+    """The smallest ``max.message.bytes`` (the broker's limit per record *batch*) of ``topics``.
+
+    A produce batch larger than it is refused whole, with every record in it, inside the
+    transaction; so the producer's ``batch.size`` must not exceed it (then only a record that
+    alone is too large is refused, and app.refusals dead-letters it).
+    """
+    limits = []
+    for topic in topics:
+        resource = ConfigResource(ConfigResource.Type.TOPIC, topic)
+        try:
+            configs = admin.describe_configs([resource])[resource].result(timeout)
+            limits.append(int(configs["max.message.bytes"].value))
+        except (KafkaException, KeyError, ValueError) as exc:  # no DescribeConfigs ACL: skip
+            log.info("cannot read max.message.bytes of %s (%s)", topic, describe(exc))
+    return min(limits) if limits else None
+
+
 def make_state(settings: BridgeSettings, pipeline: Pipeline, producer: Any) -> StateBackend:
     if not pipeline.stateful:
         return NoState()
@@ -65,10 +108,10 @@ def make_state(settings: BridgeSettings, pipeline: Pipeline, producer: Any) -> S
     return backend
 
 
-def build(settings: BridgeSettings, metrics: Metrics, health: Health) -> Bridge:
+def build(settings: BridgeSettings, metrics: Metrics, health: Health, watchdog: Watchdog) -> Bridge:
     """Construct every collaborator; nothing is consumed until :meth:`Bridge.run`."""
     pipeline = build_pipeline(settings)
-    topics = preflight(settings)
+    topics, batch_limit = preflight(settings)
     common = settings.client_common()
     consumer = Consumer(
         consumer_config(
@@ -86,13 +129,25 @@ def build(settings: BridgeSettings, metrics: Metrics, health: Health) -> Bridge:
         common=common,
         extra=dict(settings.producer),
     )
+    if batch_limit is not None and "batch.size" not in settings.producer:
+        # Record-batch overhead (61 bytes) + headroom: a full batch always fits the topic.
+        pconf["batch.size"] = min(_LIBRDKAFKA_BATCH_SIZE, max(1, batch_limit - 512))
     # Exactly-once with state: success reports stay on (the changelog writer reads its offsets
     # from them) but without a Python call per record (~0.5 µs each): a record that fails
     # delivery makes commit_transaction fail with an abortable error naming its topic,
     # partition and broker error (tests/integration/test_localkafka.py pins that contract).
     if not (pipeline.stateful and settings.exactly_once):
         pconf["on_delivery"] = lambda err, msg: output_holder["o"].on_delivery(err, msg)
-    producer = Producer(pconf)
+    txn = Transactions(
+        lambda: Producer(pconf),
+        consumer,
+        exactly_once=settings.exactly_once,
+        call_timeout=settings.call_timeout,
+        watchdog=watchdog,
+        reset_offset=OFFSET_END if _starts_from_end(settings) else OFFSET_BEGINNING,
+        where=f"transaction coordinator of {settings.transactional_id!r}",
+    )
+    producer = txn.producer
     output = Output(
         producer,
         settings.output_topic,
@@ -105,28 +160,36 @@ def build(settings: BridgeSettings, metrics: Metrics, health: Health) -> Bridge:
         ),
     )
     output_holder["o"] = output
-    txn = Transactions(
-        producer, consumer, settings.exactly_once, deadline_s=settings.shutdown_timeout
-    )
-    txn.init(timeout=settings.startup_timeout)
+    try:
+        txn.init()
+    except KafkaFatalError as exc:
+        refused = transactional_access_error(exc, common, settings.transactional_id)
+        if refused is not None:
+            raise refused from None
+        raise
     state = make_state(settings, pipeline, producer)
     checkpoint = Checkpoint(
         consumer, txn, output, state, metrics,
         interval=settings.commit_interval,
         every=settings.commit_every,
         flush_timeout=settings.transaction_timeout_ms / 1000 / 2,
+        max_age=settings.transaction_timeout_ms / 1000 * _TXN_AGE_FRACTION,
         fault_abort_every=settings.fault_abort_every,
     )  # fmt: skip
     return Bridge(
-        consumer, txn, output, pipeline, state, checkpoint, metrics, health,
+        consumer, txn, output, pipeline, state, checkpoint, metrics, health, watchdog,
         topics=settings.input_topics,
+        instance_id=settings.instance_id,
         batch_size=settings.batch_size,
         poll_timeout=settings.poll_timeout,
         retries=settings.record_retries,
         dead_letter=settings.on_error == "dlq",
         decode_json=settings.input_format == "json",
-        start_from_end=str(settings.consumer.get("auto.offset.reset", "earliest")) == "latest",
     )  # fmt: skip
+
+
+def _starts_from_end(settings: BridgeSettings) -> bool:
+    return str(settings.consumer.get("auto.offset.reset", "earliest")) == "latest"
 
 
 def run(settings: BridgeSettings) -> int:
@@ -147,8 +210,9 @@ def run(settings: BridgeSettings) -> int:
         )  # fmt: skip
         return EXIT_CONFIG
     log.info("starting eos-bridge: %s", {k: v for k, v in settings.masked().items() if v})
+    watchdog = Watchdog(health, stale_after=health.stale_after).start()
     try:
-        bridge = build(settings, metrics, health)
+        bridge = build(settings, metrics, health, watchdog)
     except ConfigError as exc:
         log.error("%s", exc)
         return EXIT_CONFIG
@@ -162,6 +226,7 @@ def run(settings: BridgeSettings) -> int:
 
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
+    watchdog.watch_signals(settings.shutdown_timeout)
     try:
         bridge.run()
         log.info("stopped cleanly")
@@ -170,10 +235,15 @@ def run(settings: BridgeSettings) -> int:
         log.error("stopping: %s", exc)
         bridge.close_after_failure()
         return EXIT_RECORD
+    except InstanceFenced as exc:
+        log.error("fenced: %s", exc)
+        bridge.close_after_failure()
+        return EXIT_FENCED
     except BridgeError as exc:
         log.error("fatal: %s; exiting so Kubernetes restarts the instance", exc)
         bridge.close_after_failure()
         return EXIT_FATAL
     finally:
+        watchdog.stop()
         if server is not None:
             server.shutdown()

@@ -1,8 +1,9 @@
-"""The producer's transaction state machine (Kafka Streams' StreamsProducer, in small).
+"""The owner of a transaction's whole life: begin, commit, abort, rewind, new producer.
 
-Exactly-once: input offsets are committed inside the transaction with
-``send_offsets_to_transaction`` and the group metadata (KIP-447 fencing). At-least-once: the
-producer is flushed, then the offsets are committed by the consumer.
+Kafka Streams' ``StreamsProducer`` in small. Exactly-once: input offsets are committed inside
+the transaction with ``send_offsets_to_transaction`` and the group metadata (KIP-447 fencing).
+At-least-once: the producer is flushed, then the offsets are committed by the consumer.
+Every blocking client call runs under the watchdog's deadline (:mod:`app.watchdog`).
 """
 
 from __future__ import annotations
@@ -12,72 +13,72 @@ import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from confluent_kafka import KafkaException, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, KafkaException, TopicPartition
 
-from app.errors import CheckpointAborted, KafkaFatalError
-from app.kafka.errors import Action, classify, describe
+from app.errors import CheckpointAborted, KafkaFatalError, ProducerFenced
+from app.kafka.errors import Reaction, bridge_error, classify, describe
+from app.watchdog import Watchdog
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
+# The watchdog's deadline for a call = librdkafka's timeout argument + this margin: the call
+# is given every chance to return by itself before the process is ended.
+_GRACE_S = 15.0
+
 
 class Transactions:
-    """Begin, commit (offsets included) and abort, with the DESIGN error policy.
+    """Begin, commit (offsets included), abort and rewind, and re-create the producer.
 
     Args:
-        producer: the one producer of this process.
-        consumer: the group consumer whose offsets are committed.
+        new_producer: makes a producer (same transactional.id each time); called once now and
+            once per re-creation.
+        consumer: the group consumer whose offsets are committed and rewound.
         exactly_once: transactional producer (True) or flush-then-commit (False).
-        deadline_s: how long a retriable commit/abort may be retried before the outcome is
-            called indeterminate (fatal).
+        call_timeout: librdkafka timeout of each blocking call; retriable errors are retried
+            until it has passed, then the outcome is unknown (fatal).
+        watchdog: bounds each blocking call (``call_timeout`` + a margin).
+        reset_offset: where a partition with no committed offset is rewound to.
+        max_recreations: producer re-creations in a row without a commit in between before
+            giving up (exit 3): a live twin would otherwise fence us forever.
+        where: the coordinator a call talks to, for the watchdog's log line.
     """
 
-    def __init__(self, producer: Any, consumer: Any, exactly_once: bool, deadline_s: float) -> None:
-        self._producer = producer
+    def __init__(
+        self,
+        new_producer: Callable[[], Any],
+        consumer: Any,
+        *,
+        exactly_once: bool,
+        call_timeout: float,
+        watchdog: Watchdog,
+        reset_offset: int = OFFSET_BEGINNING,
+        max_recreations: int = 3,
+        where: str = "",
+    ) -> None:
+        self._new_producer = new_producer
+        self._producer = new_producer()
         self._consumer = consumer
         self.exactly_once = exactly_once
-        self._deadline_s = deadline_s
+        self._timeout = call_timeout
+        self._watchdog = watchdog
+        self._reset_offset = reset_offset
+        self._max_recreations = max_recreations
+        self._where = where
+        self._recreations = 0
         self._open = False
+        self._discard: list[Callable[[], None]] = []
+        self._rebind: list[Callable[[Any], None]] = []
 
-    def init(self, timeout: float) -> None:
-        """``init_transactions``: fences a predecessor with our transactional.id and aborts its
-        open transaction at once."""
-        if self.exactly_once:
-            self._call("init_transactions", lambda: self._producer.init_transactions(timeout))
+    # ---- collaborators ---------------------------------------------------------------------
 
-    def begin(self) -> None:
-        if self.exactly_once and not self._open:
-            self._call("begin_transaction", self._producer.begin_transaction)
-        self._open = True
+    def on_abort(self, discard: Callable[[], None]) -> None:
+        """Call ``discard`` after every abort (uncommitted state, latched delivery errors)."""
+        self._discard.append(discard)
 
-    def commit(self, offsets: list[TopicPartition]) -> None:
-        """Commit produced records and ``offsets`` (next offset to read per partition)."""
-        if not self.exactly_once:
-            self._producer.flush()
-            self._open = False
-            if offsets:
-                try:
-                    self._consumer.commit(offsets=offsets, asynchronous=False)
-                except KafkaException as exc:  # e.g. a rebalance: re-read, duplicates allowed
-                    raise CheckpointAborted(f"offset commit: {describe(exc)}") from exc
-            return
-        if offsets:
-            metadata = self._consumer.consumer_group_metadata()
-            self._call(
-                "send_offsets_to_transaction",
-                lambda: self._producer.send_offsets_to_transaction(offsets, metadata, 30),
-            )
-        self._call("commit_transaction", lambda: self._producer.commit_transaction(30))
-        self._open = False
-
-    def abort(self) -> None:
-        """Abort the open transaction (nothing in it becomes visible to read_committed)."""
-        if self.exactly_once and self._open:
-            try:
-                self._call("abort_transaction", lambda: self._producer.abort_transaction(30))
-            except CheckpointAborted as exc:  # abortable while aborting: nothing more to undo
-                log.warning("abort_transaction reported %s", exc)
-        self._open = False
+    def on_new_producer(self, rebind: Callable[[Any], None]) -> None:
+        """Call ``rebind(producer)`` whenever the producer is re-created."""
+        self._rebind.append(rebind)
 
     @property
     def producer(self) -> Any:
@@ -87,23 +88,185 @@ class Transactions:
     def open(self) -> bool:
         return self._open
 
-    def _call(self, what: str, fn: Callable[[], T]) -> T:
-        """Run one client call: retry retriable errors until the deadline, map the rest."""
-        deadline = time.monotonic() + self._deadline_s
+    # ---- the life of one transaction -------------------------------------------------------
+
+    def init(self) -> None:
+        """``init_transactions``: fences a predecessor with our transactional.id and aborts its
+        open transaction at once."""
+        if self.exactly_once:
+            producer = self._producer
+            self._call("init_transactions", lambda: producer.init_transactions(self._timeout))
+
+    def begin(self) -> None:
+        if self.exactly_once and not self._open:
+            self._call("begin_transaction", self._producer.begin_transaction)
+        self._open = True
+
+    def commit(self, offsets: list[TopicPartition]) -> None:
+        """Commit produced records and ``offsets`` (next offset to read per partition)."""
+        if not self.exactly_once:
+            self._flush_and_commit_offsets(offsets)
+        else:
+            producer, timeout = self._producer, self._timeout
+            if offsets:
+                metadata = self._consumer.consumer_group_metadata()
+                self._call(
+                    "send_offsets_to_transaction",
+                    lambda: producer.send_offsets_to_transaction(offsets, metadata, timeout),
+                )
+            self._call("commit_transaction", lambda: producer.commit_transaction(timeout))
+        self._open = False
+        self._recreations = 0
+
+    def abort(self, reason: str, *, rewind: bool = True) -> None:
+        """Abort the open transaction, drop uncommitted work, rewind, begin the next one.
+
+        A producer that cannot abort (fenced, fatal) is re-created instead.
+
+        Args:
+            reason: logged.
+            rewind: seek assigned partitions back to their committed offsets (not when the
+                partitions are going away anyway).
+        """
+        log.warning("aborting transaction: %s", reason)
+        try:
+            self._abort_open()
+        except ProducerFenced as exc:
+            self.recreate(str(exc), rewind=rewind)
+            return
+        self._discard_uncommitted()
+        if rewind:
+            self.rewind()
+        self.begin()
+
+    def recreate(self, reason: str, *, rewind: bool = True, counted: bool = True) -> None:
+        """Replace a fenced or fatally failed producer (Kafka Streams: ``resetProducer``).
+
+        The new producer's ``init_transactions`` bumps the epoch, so nothing the old one wrote
+        in its open transaction can ever commit; then rewind and carry on.
+
+        Args:
+            reason: logged.
+            rewind: as for :meth:`abort`.
+            counted: counts towards ``max_recreations`` (not for a record the broker refused:
+                that record's dead letter, not a twin, ends the series).
+
+        Raises:
+            KafkaFatalError: ``max_recreations`` re-creations in a row without a commit.
+        """
+        self._recreations += int(counted)
+        if self._recreations > self._max_recreations:
+            raise KafkaFatalError(
+                f"producer re-created {self._max_recreations} times in a row without a "
+                f"commit, last because: {reason}. Another live process may be using "
+                f"transactional.id of this instance (check instance_id)"
+            )
+        log.warning(
+            "re-creating the producer (%d/%d in a row): %s",
+            self._recreations, self._max_recreations, reason,
+        )  # fmt: skip
+        self._open = False
+        self._producer = self._new_producer()  # the old one is released with its last reference
+        for rebind in self._rebind:
+            rebind(self._producer)
+        self._discard_uncommitted()
+        try:
+            self.init()
+        except ProducerFenced as exc:
+            self.recreate(str(exc), rewind=rewind)
+            return
+        if rewind:
+            self.rewind()
+        self.begin()
+
+    def rewind(self) -> None:
+        """Seek every assigned partition back to its committed offset (none → reset policy)."""
+        assignment = self._consumer.assignment()
+        if not assignment:
+            return
+        committed = self.committed(assignment)
+        targets = [
+            TopicPartition(
+                tp.topic, tp.partition, tp.offset if tp.offset >= 0 else self._reset_offset
+            )
+            for tp in committed
+        ]
+        deadline = time.monotonic() + self._timeout
         while True:
             try:
-                return fn()
-            except Exception as exc:
-                action = classify(exc)
-                if action is Action.RETRY and time.monotonic() < deadline:
+                # All partitions in one pass, again after any failure: a message fetched in
+                # between would otherwise move a rewound partition past it.
+                for target in targets:
+                    self._consumer.seek(target)
+                return
+            except Exception as exc:  # partition not fetching yet: serve the client, retry
+                if time.monotonic() > deadline:
+                    raise KafkaFatalError(f"cannot rewind to {targets}: {describe(exc)}") from exc
+                self._consumer.consume(1, 0.05)
+
+    def committed(self, partitions: list[TopicPartition]) -> list[TopicPartition]:
+        """The group's committed offsets of ``partitions`` (bounded by the watchdog)."""
+        with self._watchdog.guard("committed", self._timeout + _GRACE_S, "group coordinator"):
+            result: list[TopicPartition] = self._consumer.committed(
+                partitions, timeout=self._timeout
+            )
+        return result
+
+    def abort_quietly(self) -> None:
+        """After a fatal error: abort what can be aborted; the broker aborts the rest."""
+        try:
+            self._abort_open()
+        except Exception as exc:  # fenced/fatal producers cannot abort
+            log.warning("abort on failure: %s", describe(exc))
+
+    # ---- helpers ---------------------------------------------------------------------------
+
+    def _abort_open(self) -> None:
+        if self.exactly_once and self._open:
+            producer = self._producer
+            try:
+                self._call("abort_transaction", lambda: producer.abort_transaction(self._timeout))
+            except CheckpointAborted as exc:  # abortable while aborting: nothing more to undo
+                log.warning("abort_transaction reported %s", exc)
+        self._open = False
+
+    def _discard_uncommitted(self) -> None:
+        for discard in self._discard:
+            discard()
+
+    def _flush_and_commit_offsets(self, offsets: list[TopicPartition]) -> None:
+        with self._watchdog.guard("flush", self._timeout + _GRACE_S, "output brokers"):
+            remaining = self._producer.flush(self._timeout)
+        if remaining:
+            raise CheckpointAborted(f"{remaining} records not delivered within {self._timeout}s")
+        if not offsets:
+            return
+        try:
+            with self._watchdog.guard("commit", self._timeout + _GRACE_S, "group coordinator"):
+                self._consumer.commit(offsets=offsets, asynchronous=False)
+        except KafkaException as exc:  # e.g. a rebalance: re-read, duplicates allowed
+            raise CheckpointAborted(f"offset commit: {describe(exc)}") from exc
+
+    def _call(self, what: str, fn: Callable[[], T]) -> T:
+        """Run one client call under the watchdog: retry retriable errors until the deadline,
+        map the rest onto the exception tree (:func:`app.kafka.errors.classify`)."""
+        deadline = time.monotonic() + self._timeout
+        while True:
+            try:
+                with self._watchdog.guard(what, self._timeout + _GRACE_S, self._where):
+                    return fn()
+            except KafkaException as exc:
+                reaction = classify(exc)
+                if reaction is Reaction.RETRY and time.monotonic() < deadline:
                     log.warning("%s: retriable error %s; retrying", what, describe(exc))
                     continue
-                if action is Action.ABORT:
-                    raise CheckpointAborted(f"{what}: {describe(exc)}") from exc
-                if action is Action.RETRY:
+                if reaction is Reaction.RETRY:
                     raise KafkaFatalError(
-                        f"{what} did not complete within {self._deadline_s:.0f}s "
+                        f"{what} did not complete within {self._timeout:.0f}s "
                         f"({describe(exc)}): the outcome is unknown, exiting so a restart "
                         f"recovers through init_transactions"
                     ) from exc
-                raise KafkaFatalError(f"{what}: {describe(exc)}") from exc
+                error = bridge_error(what, exc)
+                if what == "commit_transaction" and isinstance(error, CheckpointAborted):
+                    error.reason = "commit_failed"  # a delivery of this transaction failed
+                raise error from exc

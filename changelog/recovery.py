@@ -19,9 +19,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from confluent_kafka import KafkaError, TopicPartition
+from confluent_kafka import TopicPartition
 
 from app.errors import RecoveryError
+from app.kafka.errors import Reaction, classify_consumer
 from changelog.filter import should_apply
 from changelog.format import CF_HEADER, PROCESSED_OFFSETS_HEADER, decode_processed_offsets
 
@@ -328,10 +329,7 @@ class Restorer:
 
     def _consumer_error(self, err: Any, msg: Any) -> None:
         where = f"changelog {msg.topic()}[{msg.partition()}]"
-        if err.fatal() or err.code() in (
-            KafkaError.UNKNOWN_TOPIC_OR_PART,
-            KafkaError.TOPIC_AUTHORIZATION_FAILED,
-        ):
+        if classify_consumer(err) is not Reaction.RETRY:
             raise RecoveryError(f"{where}: cannot read: {err.str()}")
         log.warning("%s: consumer error (librdkafka retries): %s", where, err.str())
 

@@ -18,19 +18,11 @@ from confluent_kafka import IsolationLevel, KafkaError, KafkaException, TopicPar
 from confluent_kafka.admin import ConfigResource, NewTopic, OffsetSpec
 
 from app.errors import ConfigError, RecoveryError
+from app.kafka.errors import has_code, settling
 
 log = logging.getLogger(__name__)
 
 CHANGELOG_TOPIC_CONFIG: dict[str, str] = {"cleanup.policy": "compact"}
-# Leadership still settling (new topic, broker restart): ask again until the deadline.
-_TRANSIENT = {
-    KafkaError.NOT_LEADER_FOR_PARTITION,
-    KafkaError.LEADER_NOT_AVAILABLE,
-    KafkaError.UNKNOWN_TOPIC_OR_PART,
-    KafkaError.REQUEST_TIMED_OUT,
-    KafkaError._TIMED_OUT,
-    KafkaError._TRANSPORT,
-}
 
 
 @dataclass(slots=True, frozen=True)
@@ -78,7 +70,7 @@ def _create(admin: Any, specs: list[ChangelogSpec], replication: int, timeout: f
             futures[spec.name].result(timeout)
             log.info("created changelog topic %s (%d partitions)", spec.name, spec.partitions)
         except KafkaException as exc:
-            if "TOPIC_ALREADY_EXISTS" in str(exc):  # another instance was quicker
+            if has_code(exc, KafkaError.TOPIC_ALREADY_EXISTS):  # another instance was quicker
                 _check(admin, spec, _partition_count(admin, spec.name, timeout), timeout)
                 continue
             raise ConfigError(
@@ -172,7 +164,7 @@ def _list_offsets(
         try:
             result[(tp.topic, tp.partition)][slot] = int(future.result().offset)
         except KafkaException as exc:
-            if _transient(exc) and time.monotonic() < deadline:
+            if settling(exc) and time.monotonic() < deadline:
                 again.append((tp.topic, tp.partition))
                 continue
             raise RecoveryError(
@@ -181,8 +173,3 @@ def _list_offsets(
     if again:
         time.sleep(0.2)
     return again
-
-
-def _transient(exc: KafkaException) -> bool:
-    err = exc.args[0] if exc.args else None
-    return isinstance(err, KafkaError) and (err.retriable() or err.code() in _TRANSIENT)

@@ -7,9 +7,11 @@ fast the machine is.
 
 from __future__ import annotations
 
+import logging
+import threading
 from typing import Any
 
-from app.pipeline import Pipeline
+from app.pipeline import Pipeline, Row, StepContext
 
 
 def _tag(value: Any) -> Any:
@@ -18,3 +20,19 @@ def _tag(value: Any) -> Any:
 
 
 tagged = Pipeline().map(_tag)
+
+
+class HangOn:
+    """Blocks forever on a record whose value has ``"hang": true`` (a stuck user function)."""
+
+    name = "hang"
+    stateful = False
+
+    def __call__(self, rows: list[Row], ctx: StepContext) -> list[Row]:
+        if any(isinstance(r.value, dict) and r.value.get("hang") for r in rows):
+            logging.getLogger(__name__).warning("test step hang: blocking forever")
+            threading.Event().wait()
+        return rows
+
+
+hangs = Pipeline().then(HangOn())

@@ -7,15 +7,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-_COORDINATOR_MOVING = {
-    KafkaError.NOT_COORDINATOR,
-    KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
-    KafkaError.COORDINATOR_NOT_AVAILABLE,
-}
-
+from app.kafka.errors import settling
 
 # A bootstrap address, or a whole librdkafka client configuration (SASL, TLS...).
 Connection = str | Mapping[str, Any]
@@ -143,9 +138,7 @@ def committed_offsets(
             try:
                 return {tp.partition: tp.offset for tp in consumer.committed(tps, timeout=10)}
             except KafkaException as exc:
-                code = exc.args[0].code()
-                transient = exc.args[0].retriable() or code in _COORDINATOR_MOVING
-                if not transient or time.monotonic() > deadline:
+                if not settling(exc) or time.monotonic() > deadline:
                     raise
                 time.sleep(0.2)
     finally:

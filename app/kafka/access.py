@@ -19,6 +19,7 @@ from confluent_kafka import KafkaError, KafkaException, TopicCollection
 from confluent_kafka.admin import AclOperation, AdminClient
 
 from app.errors import ConfigError
+from app.kafka.errors import kafka_error
 
 # librdkafka settings that name a file the client must read at start.
 _FILE_KEYS = (
@@ -190,3 +191,27 @@ def _acl_error(conf: Mapping[str, Any], resource: str, op: AclOperation, why: st
 def _reason(exc: BaseException) -> str:
     inner = exc.args[0] if exc.args else exc
     return inner.str() if isinstance(inner, KafkaError) else str(inner)
+
+
+def transactional_access_error(
+    exc: BaseException, conf: Mapping[str, Any], transactional_id: str
+) -> ConfigError | None:
+    """The one-line configuration error for an ``init_transactions`` the broker refused for
+    lack of an ACL (None when ``exc`` was caused by something else)."""
+    err = kafka_error(exc.__cause__ if exc.__cause__ is not None else exc)
+    if err is None:
+        return None
+    if err.code() == KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED:
+        return ConfigError(
+            f"{principal(conf)} may not use transactional.id {transactional_id!r}: not "
+            f"granted. Grant WRITE and DESCRIBE on TransactionalId {transactional_id!r} (or a "
+            f"prefix of it, e.g. BRIDGE_TRANSACTIONAL_ID_PREFIX); docs/security.md lists every "
+            f"ACL the bridge needs."
+        )
+    if err.code() == KafkaError.CLUSTER_AUTHORIZATION_FAILED:
+        return ConfigError(
+            f"{principal(conf)} may not IDEMPOTENT_WRITE on the cluster: not granted. Grant it "
+            f"(or WRITE on the transactional id, which implies it on Kafka 3+); "
+            f"docs/security.md lists every ACL the bridge needs."
+        )
+    return None

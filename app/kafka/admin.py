@@ -31,14 +31,19 @@ def cluster_metadata(conn: ConnectionSettings, timeout: float) -> ClusterMetadat
 
 
 def require_topics(
-    conn: ConnectionSettings, wanted: Iterable[tuple[str, str]], timeout: float
+    conn: ConnectionSettings,
+    wanted: Iterable[tuple[str, str]],
+    timeout: float,
+    existing: set[str] | None = None,
 ) -> set[str]:
     """Check that every ``(setting, topic)`` exists; returns every topic name there is.
 
     ``setting`` names where the topic came from (a setting or an option; empty for a tool's
-    only topic argument), so the message says what to correct.
+    only topic argument), so the message says what to correct. ``existing``: the topic names
+    when the caller has just listed them.
     """
-    existing = set(cluster_metadata(conn, timeout).topics)
+    if existing is None:
+        existing = set(cluster_metadata(conn, timeout).topics)
     for setting, topic in wanted:
         if topic not in existing:
             close = [t for t in sorted(existing) if _similar(t, topic)][:1]

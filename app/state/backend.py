@@ -75,6 +75,9 @@ class StateBackend(Protocol):
     def discard(self) -> None:
         """The transaction was aborted: forget every uncommitted update."""
 
+    def wipe(self, partitions: list[TopicPartitionKey]) -> None:
+        """State corrupted: delete these partitions' stores; they wait for recovery again."""
+
     def close(self) -> None:
         """Close every store."""
 
@@ -116,6 +119,9 @@ class NoState:
         pass
 
     def discard(self) -> None:
+        pass
+
+    def wipe(self, partitions: list[TopicPartitionKey]) -> None:
         pass
 
     def close(self) -> None:

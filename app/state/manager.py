@@ -193,25 +193,42 @@ class RocksDBState:
         self._writer.verify()
 
     def after_commit(self) -> None:
-        for states in self._open.values():
-            for state in states.values():
-                if not state.dirty:
-                    continue
-                offset = self._writer.offset(state.changelog, state.partition)
-                if offset is None:
-                    raise StateCorrupted(
-                        f"{state.store.where}: committed without a delivered changelog record "
-                        f"in {state.changelog}[{state.partition}]"
-                    )
-                state.store.write(state.dirty, offset)
-                state.committed()
+        open_partitions = list(self._open.items())
+        for i, (tp, states) in enumerate(open_partitions):
+            try:
+                self._write_committed(states)
+            except StateCorrupted as exc:
+                # This and every later partition miss committed updates that only the
+                # changelog holds now: all of them are restored from it.
+                unwritten = [tp] + [later for later, _ in open_partitions[i + 1 :]]
+                raise StateCorrupted(str(exc), unwritten) from exc
         self._writer.reset()
+
+    def _write_committed(self, states: dict[str, PartitionState]) -> None:
+        for state in states.values():
+            if not state.dirty:
+                continue
+            offset = self._writer.offset(state.changelog, state.partition)
+            if offset is None:
+                raise StateCorrupted(
+                    f"{state.store.where}: committed without a delivered changelog record "
+                    f"in {state.changelog}[{state.partition}]"
+                )
+            state.store.write(state.dirty, offset)
+            state.committed()
 
     def discard(self) -> None:
         for states in self._open.values():
             for state in states.values():
                 state.discard()
         self._writer.reset()
+
+    def wipe(self, partitions: list[TopicPartitionKey]) -> None:
+        for tp in partitions:
+            for state in (self._open.get(tp) or self._recovering.get(tp) or {}).values():
+                state.store.wipe()
+        self._close_partitions(partitions, discard=True)
+        self.assign(partitions)  # pending: recovered from the changelog's start
 
     # ---- closing ---------------------------------------------------------------------------
 

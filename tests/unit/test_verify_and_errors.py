@@ -1,12 +1,11 @@
-"""The auditor's rules and the Kafka error classification, on hand-made records."""
+"""The auditor's rules and the output encoding, on hand-made records (error classification:
+test_error_ladder.py)."""
 
 from __future__ import annotations
 
 import orjson
-from confluent_kafka import KafkaError, KafkaException
 
 from app.devkafka.topics import KafkaRecord
-from app.kafka.errors import Action, classify
 from app.output import H_OFFSET, H_PARTITION, H_TOPIC
 from app.pipeline.encoding import encode_key, encode_value
 from app.verify import IdExtractor, audit
@@ -45,18 +44,6 @@ def test_audit_respects_input_multiplicity() -> None:
     inputs = [rec("in", 0, "a"), rec("in", 1, "a")]
     report = audit(inputs, [rec("out", 0, "a"), rec("out", 1, "a")], [], IdExtractor("id", None))
     assert report.ok
-
-
-def test_classification() -> None:
-    def exc(code: int, **kw: bool) -> KafkaException:
-        return KafkaException(KafkaError(code, "x", **kw))
-
-    assert classify(exc(KafkaError._TIMED_OUT, retriable=True)) is Action.RETRY
-    assert classify(exc(KafkaError._STATE, txn_requires_abort=True)) is Action.ABORT
-    assert classify(exc(KafkaError._FENCED)) is Action.FATAL
-    assert classify(exc(KafkaError.PRODUCER_FENCED, retriable=True)) is Action.FATAL
-    assert classify(exc(KafkaError._FATAL, fatal=True)) is Action.FATAL
-    assert classify(ValueError("not kafka")) is Action.FATAL
 
 
 def test_encoding() -> None:

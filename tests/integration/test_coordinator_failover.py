@@ -1,0 +1,122 @@
+"""Acceptance 6 of issue 12: the broker that is both the transaction coordinator and the group
+coordinator of the bridge is SIGKILLed mid-transaction, five times in a row (3 brokers, RF 3).
+
+The bridge must never hang past its own bound (the watchdog: ``call_timeout`` + 15 s, then
+exit 3, restarted here as Kubernetes would), exactly once must hold, and it must be processing
+again within ``RECOVERY_BOUND_S`` of each kill, restart included.
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+import pytest
+from confluent_kafka import ElectionType, KafkaException, TopicPartition
+from confluent_kafka.admin import AdminClient
+
+from app.devkafka import LocalKafka
+from tests.integration.conftest import MakeBridge
+from tests.integration.test_bridge_eos import assert_exactly_once
+from tests.support.bridge import BridgeProcess, base_settings, json_records, wait_caught_up
+from tests.support.kafka import KafkaFixture, wait_until
+
+pytestmark = [pytest.mark.integration, pytest.mark.cluster3, pytest.mark.chaos]
+
+CALL_TIMEOUT_S = 10
+# Watchdog bound (call_timeout + 15 s) + a restart + a rejoin: the stated bound per kill.
+RECOVERY_BOUND_S = 180
+
+
+def java_partition(key: str, partitions: int) -> int:
+    """Kafka's coordinator partition: ``Utils.abs(key.hashCode()) % partitions``."""
+    h = 0
+    for ch in key:  # ASCII ids: one UTF-16 unit per character, as Java hashes them
+        h = (31 * h + ord(ch)) & 0xFFFFFFFF
+    return (h & 0x7FFFFFFF) % partitions
+
+
+def leaders(admin: AdminClient, topic: str, preferred_only: bool = False) -> dict[int, int]:
+    """Leader per partition (-1: none; with ``preferred_only`` also when not the preferred)."""
+    meta = admin.list_topics(topic, timeout=10).topics[topic]
+    return {
+        p: part.leader if not preferred_only or part.replicas[0] == part.leader else -1
+        for p, part in meta.partitions.items()
+    }
+
+
+def colocated_group(
+    kafka: KafkaFixture, admin: AdminClient
+) -> tuple[str, int, list[TopicPartition]]:
+    """A group id whose group and transaction coordinators are the same broker."""
+    kafka.transactional_producer()  # creates __transaction_state
+    kafka.committed_offsets(kafka.unique("g"), kafka.create_topic())  # creates __consumer_offsets
+    wait_until(
+        lambda: all(
+            leader >= 0
+            for t in ("__consumer_offsets", "__transaction_state")
+            for leader in leaders(admin, t).values()
+        ),
+        60,
+        "internal topics with leaders",
+    )
+    # Preferred leaders only: after each restart a preferred election brings both back.
+    offsets = leaders(admin, "__consumer_offsets", preferred_only=True)
+    txns = leaders(admin, "__transaction_state", preferred_only=True)
+    for _ in range(1000):
+        group = kafka.unique("g")
+        p_group = java_partition(group, len(offsets))
+        p_txn = java_partition(f"{group}-i0", len(txns))
+        if offsets[p_group] == txns[p_txn] >= 0:
+            internal = [
+                TopicPartition("__consumer_offsets", p_group),
+                TopicPartition("__transaction_state", p_txn),
+            ]
+            return group, offsets[p_group], internal
+    raise AssertionError("no group id with co-located coordinators in 1000 tries")
+
+
+def test_coordinator_broker_sigkill_five_times(cluster3: LocalKafka, bridges: MakeBridge) -> None:
+    kafka = KafkaFixture(cluster3.bootstrap, replication=3)
+    admin = AdminClient({"bootstrap.servers": cluster3.bootstrap})
+    group, target, internal = colocated_group(kafka, admin)
+    src = kafka.create_topic(kafka.unique("in"), 4, {"min.insync.replicas": "2"})
+    out = kafka.create_topic(kafka.unique("out"), 4, {"min.insync.replicas": "2"})
+    dlq = kafka.create_topic(kafka.unique("dlq"), 1)
+    settings = base_settings(
+        kafka, src, out, dlq, group_id=group, call_timeout=CALL_TIMEOUT_S,
+        pipeline="tests.pipelines:throttled", batch_size=50, transaction_timeout_ms=30000,
+    )  # fmt: skip
+    bridge: BridgeProcess = bridges(**settings).start()
+    exits: list[int] = []
+
+    def committed() -> int:
+        return sum(max(0, o) for o in kafka.committed_offsets(group, src).values())
+
+    def progressed_past(mark: int) -> bool:
+        if not bridge.running():
+            exits.append(bridge.wait(0))  # the watchdog's exit 3: restart, as a pod would
+            assert exits[-1] == 3, bridge.logs()[-3000:]
+            bridge.start()
+        return committed() > mark
+
+    def coordinators_on_target() -> bool:
+        with contextlib.suppress(KafkaException):  # not in the ISR yet, or not needed
+            admin.elect_leaders(ElectionType.PREFERRED, internal).result(10)
+        return all(leaders(admin, tp.topic)[tp.partition] == target for tp in internal)
+
+    for run in range(5):
+        # Input keeps flowing while the broker dies: the kill lands mid-transaction.
+        values, keys = json_records(20_000, start=run * 20_000)
+        kafka.seed(src, values, keys)
+        start = committed()
+        wait_until(lambda s=start: progressed_past(s + 500), RECOVERY_BOUND_S, f"run {run}")
+        before = committed()
+        assert before < (run + 1) * 20_000, "the phase finished before the kill"
+        cluster3.kill(target)
+        wait_until(lambda b=before: progressed_past(b), RECOVERY_BOUND_S, f"after kill {run}")
+        cluster3.restart(target)
+        wait_until(coordinators_on_target, 120, f"coordinators back on {target}", step=2)
+    wait_caught_up(kafka, group, src, 600, [bridge])
+    assert bridge.terminate() == 0, bridge.logs()[-3000:]
+    assert_exactly_once(kafka, src, out)
+    print(f"restarts by the watchdog: {len(exits)} of 5 kills; starts: {bridge.starts}")

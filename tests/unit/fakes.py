@@ -1,0 +1,187 @@
+"""Fake Kafka clients for the core's unit tests: one method per seam, every call recorded.
+
+A fake raises, per method, the errors queued in ``fail[method]`` (one per call, in order),
+then behaves; so a test states exactly which call fails how, as Kafka Streams'
+``MockProducer`` does.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+from confluent_kafka import KafkaError, KafkaException, TopicPartition
+
+from app.health import Health
+from app.watchdog import Watchdog
+
+
+def kafka_exc(code: int, **flags: bool) -> KafkaException:
+    """``KafkaException(KafkaError(code, ...))`` with librdkafka's flags."""
+    return KafkaException(KafkaError(code, f"test error {code}", **flags))
+
+
+class Scripted:
+    """Base of the fakes: ``calls`` in order; ``fail[name]`` errors raised by name."""
+
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+        self.fail: dict[str, list[BaseException]] = defaultdict(list)
+
+    def _call(self, name: str) -> None:
+        self.calls.append(name)
+        if self.fail[name]:
+            raise self.fail[name].pop(0)
+
+
+class FakeProducer(Scripted):
+    """A transactional producer; ``produced`` holds (topic, value, key)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.produced: list[tuple[str, Any, Any]] = []
+        self.reported: list[bool] = []  # per produce: asked for its own delivery report
+
+    def init_transactions(self, timeout: float) -> None:
+        self._call("init_transactions")
+
+    def begin_transaction(self) -> None:
+        self._call("begin_transaction")
+
+    def send_offsets_to_transaction(self, offsets: Any, metadata: Any, timeout: float) -> None:
+        self._call("send_offsets_to_transaction")
+
+    def commit_transaction(self, timeout: float) -> None:
+        self._call("commit_transaction")
+
+    def abort_transaction(self, timeout: float) -> None:
+        self._call("abort_transaction")
+
+    def produce(self, topic: str, value: Any = None, key: Any = None, **kw: Any) -> None:
+        self._call("produce")
+        self.produced.append((topic, value, key))
+        self.reported.append("on_delivery" in kw)
+
+    def poll(self, timeout: float = 0) -> int:
+        return 0
+
+    def flush(self, timeout: float = 0) -> int:
+        self._call("flush")
+        return 0
+
+
+class FakeMessage:
+    """A consumed record (or a consumer error when ``error`` is given)."""
+
+    def __init__(
+        self,
+        topic: str = "in",
+        partition: int = 0,
+        offset: int = 0,
+        value: bytes | None = b"{}",
+        key: bytes | None = None,
+        error: KafkaError | None = None,
+    ) -> None:
+        self._t, self._p, self._o, self._v, self._k, self._e = (
+            topic, partition, offset, value, key, error,
+        )  # fmt: skip
+
+    def error(self) -> KafkaError | None:
+        return self._e
+
+    def topic(self) -> str:
+        return self._t
+
+    def partition(self) -> int:
+        return self._p
+
+    def offset(self) -> int:
+        return self._o
+
+    def value(self) -> bytes | None:
+        return self._v
+
+    def key(self) -> bytes | None:
+        return self._k
+
+    def headers(self) -> None:
+        return None
+
+    def timestamp(self) -> tuple[int, int]:
+        return (1, 0)
+
+
+class FakeConsumer(Scripted):
+    """A group consumer: ``batches`` are handed out by consume(); seeks and pauses recorded."""
+
+    def __init__(self, assignment: list[tuple[str, int]] | None = None) -> None:
+        super().__init__()
+        self._assignment = [TopicPartition(t, p) for t, p in assignment or [("in", 0)]]
+        self.committed_offsets: dict[tuple[str, int], int] = {}
+        self.positions: dict[tuple[str, int], int] = {}
+        self.seeks: list[tuple[str, int, int]] = []
+        self.paused: list[tuple[str, int]] = []
+        self.resumed: list[tuple[str, int]] = []
+        self.batches: list[list[FakeMessage]] = []
+        self.on_empty: Any = None  # called when batches run out (e.g. to stop the loop)
+
+    def assignment(self) -> list[TopicPartition]:
+        return list(self._assignment)
+
+    def committed(self, tps: list[TopicPartition], timeout: float = 0) -> list[TopicPartition]:
+        self._call("committed")
+        return [
+            TopicPartition(
+                tp.topic, tp.partition, self.committed_offsets.get((tp.topic, tp.partition), -1001)
+            )
+            for tp in tps
+        ]
+
+    def position(self, tps: list[TopicPartition]) -> list[TopicPartition]:
+        return [
+            TopicPartition(
+                tp.topic, tp.partition, self.positions.get((tp.topic, tp.partition), -1001)
+            )
+            for tp in tps
+        ]
+
+    def seek(self, tp: TopicPartition) -> None:
+        self._call("seek")
+        self.seeks.append((tp.topic, tp.partition, tp.offset))
+
+    def consumer_group_metadata(self) -> str:
+        return "group-metadata"
+
+    def commit(self, offsets: Any = None, asynchronous: bool = True) -> None:
+        self._call("commit")
+
+    def consume(self, num_messages: int = 1, timeout: float = -1) -> list[FakeMessage]:
+        if self.batches:
+            return self.batches.pop(0)
+        if self.on_empty is not None:
+            self.on_empty()
+        return []
+
+    def subscribe(self, topics: list[str], **callbacks: Any) -> None:
+        self.callbacks = callbacks
+
+    def pause(self, tps: list[TopicPartition]) -> None:
+        self.paused += [(tp.topic, tp.partition) for tp in tps]
+
+    def resume(self, tps: list[TopicPartition]) -> None:
+        self.resumed += [(tp.topic, tp.partition) for tp in tps]
+
+    def get_watermark_offsets(self, tp: TopicPartition, cached: bool = False) -> tuple[int, int]:
+        return (0, -1)
+
+    def close(self) -> None:
+        self._call("close")
+
+
+def _key(tp: TopicPartition) -> tuple[str, int]:
+    return (tp.topic, tp.partition)
+
+
+def idle_watchdog() -> Watchdog:
+    """A watchdog whose thread is not started: guards are recorded, never enforced."""
+    return Watchdog(Health(stale_after=30.0))

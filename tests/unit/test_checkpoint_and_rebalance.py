@@ -1,0 +1,184 @@
+"""The checkpoint's numbered steps and the rebalancer's reactions, with fake collaborators."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from confluent_kafka import KafkaError, TopicPartition
+
+from app.checkpoint import Checkpoint
+from app.errors import CheckpointAborted
+from app.health import Health
+from app.metrics import Metrics
+from app.rebalance import Rebalancer
+from app.state.backend import NoState
+from app.transactions import Transactions
+from tests.unit.fakes import FakeConsumer, FakeProducer, idle_watchdog, kafka_exc
+
+
+class StepLog(NoState):
+    """Records which checkpoint steps of the state backend ran, into a shared list."""
+
+    def __init__(self, log: list[str]) -> None:
+        self.log = log
+        self.revoked: list[tuple[str, int]] = []
+        self.lost_partitions: list[tuple[str, int]] = []
+
+    def produce_changelogs(self, producer: Any, positions: dict[tuple[str, int], int]) -> None:
+        self.log.append(f"changelogs {sorted(positions.items())}")
+
+    def verify_delivery(self) -> None:
+        self.log.append("verify")
+
+    def after_commit(self) -> None:
+        self.log.append("state write")
+
+    def discard(self) -> None:
+        self.log.append("discard")
+
+    def revoke(self, partitions: list[tuple[str, int]]) -> None:
+        self.revoked += partitions
+
+    def lost(self, partitions: list[tuple[str, int]]) -> None:
+        self.lost_partitions += partitions
+
+
+class FlushLog:
+    def __init__(self, log: list[str]) -> None:
+        self.log = log
+
+    def flush(self, timeout: float) -> None:
+        self.log.append("flush")
+
+    def checkpoint_committed(self, consumed: int) -> None:
+        self.log.append("dead letters accounted")
+
+
+class Rig:
+    """A checkpoint (and its rebalancer) over fakes; ``log`` = the state and flush steps."""
+
+    def __init__(self, fault_abort_every: int = 0, max_age: float = 30.0) -> None:
+        self.log: list[str] = []
+        self.producer = FakeProducer()
+        self.consumer = FakeConsumer()
+        self.consumer.positions = {("in", 0): 10}
+        self.metrics = Metrics()
+        self.txn = Transactions(
+            lambda: self.producer, self.consumer, exactly_once=True, call_timeout=5.0,
+            watchdog=idle_watchdog(),
+        )  # fmt: skip
+        self.state = StepLog(self.log)
+        self.txn.on_abort(self.state.discard)
+        self.checkpoint = Checkpoint(
+            self.consumer, self.txn, FlushLog(self.log), self.state, self.metrics,  # type: ignore[arg-type]
+            interval=60.0, every=0, flush_timeout=5.0, max_age=max_age,
+            fault_abort_every=fault_abort_every,
+        )  # fmt: skip
+        self.rebalancer = Rebalancer(
+            self.consumer, self.checkpoint, self.state, self.metrics, Health(30.0), self.txn
+        )
+        self.txn.begin()
+
+    def aborts(self, reason: str) -> float | None:
+        return self.metrics.registry.get_sample_value(
+            "eos_bridge_transaction_aborts_total", {"reason": reason}
+        )
+
+    def callback(self, name: str) -> None:
+        self.rebalancer.callbacks()[name](self.consumer, [TopicPartition("in", 0)])
+
+
+def test_commit_runs_its_steps_in_order() -> None:
+    rig = Rig()
+    rig.checkpoint.record(5, started=0.0)
+    rig.checkpoint.commit()
+    assert rig.log == [
+        "changelogs [(('in', 0), 10)]", "flush", "verify", "dead letters accounted", "state write",
+    ]  # fmt: skip
+    assert rig.producer.calls[-3:] == [
+        "send_offsets_to_transaction", "commit_transaction", "begin_transaction",
+    ]  # fmt: skip
+    assert rig.checkpoint.consumed == 0
+
+
+def test_an_empty_checkpoint_commits_nothing() -> None:
+    rig = Rig()
+    rig.checkpoint.commit()
+    assert rig.log == [] and "commit_transaction" not in rig.producer.calls
+
+
+def test_a_failed_commit_writes_no_local_state() -> None:
+    rig = Rig()
+    rig.producer.fail["commit_transaction"] = [
+        kafka_exc(KafkaError._STATE, txn_requires_abort=True)
+    ]
+    rig.checkpoint.record(1, started=0.0)
+    with pytest.raises(CheckpointAborted):
+        rig.checkpoint.commit()
+    assert "state write" not in rig.log
+
+
+def test_fault_injection_aborts_every_kth_checkpoint_with_its_own_reason() -> None:
+    rig = Rig(fault_abort_every=2)
+    rig.checkpoint.record(1, started=0.0)
+    rig.checkpoint.commit()
+    rig.checkpoint.record(1, started=0.0)
+    with pytest.raises(CheckpointAborted, match="fault injection") as raised:
+        rig.checkpoint.commit()
+    assert raised.value.reason == "fault_injection"
+    assert rig.producer.calls.count("commit_transaction") == 1
+
+
+def test_an_old_transaction_is_due_whatever_the_interval() -> None:
+    """interval=60 s, but the open transaction's first record is older than max_age / 2."""
+    rig = Rig(max_age=10.0)
+    assert not rig.checkpoint.due()  # nothing consumed: never due
+    rig.checkpoint.record(1, started=rig.checkpoint.started - 6.0)
+    assert rig.checkpoint.time_left() < 5.0 and rig.checkpoint.due()
+
+
+def test_time_left_is_the_whole_budget_before_the_first_record() -> None:
+    rig = Rig(max_age=10.0)
+    assert rig.checkpoint.time_left() == 10.0
+
+
+# ---- the rebalancer ------------------------------------------------------------------------
+
+
+def test_revoke_commits_what_was_processed() -> None:
+    rig = Rig()
+    rig.checkpoint.record(3, started=0.0)
+    rig.callback("on_revoke")
+    assert "commit_transaction" in rig.producer.calls and rig.state.revoked == [("in", 0)]
+    rig.rebalancer.raise_pending()  # nothing went wrong
+
+
+def test_revoke_with_an_abortable_commit_aborts_through_the_owner_without_rewind() -> None:
+    rig = Rig()
+    rig.producer.fail["commit_transaction"] = [
+        kafka_exc(KafkaError._STATE, txn_requires_abort=True)
+    ]
+    rig.checkpoint.record(3, started=0.0)
+    rig.callback("on_revoke")
+    assert "abort_transaction" in rig.producer.calls and "discard" in rig.log
+    assert rig.consumer.seeks == []  # the partitions go: nothing to rewind
+    assert rig.aborts("commit_failed") == 1
+
+
+def test_lost_partitions_abort_through_the_owner() -> None:
+    rig = Rig()
+    rig.callback("on_lost")
+    assert "abort_transaction" in rig.producer.calls and rig.state.lost_partitions == [("in", 0)]
+    assert rig.aborts("partitions_lost") == 1
+
+
+def test_a_callback_error_is_raised_in_the_loop() -> None:
+    rig = Rig()
+    rig.producer.fail["commit_transaction"] = [
+        kafka_exc(KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, fatal=True)
+    ]
+    rig.checkpoint.record(3, started=0.0)
+    rig.callback("on_revoke")  # must not raise here
+    with pytest.raises(Exception, match="AUTHORIZATION"):
+        rig.rebalancer.raise_pending()

@@ -1,0 +1,186 @@
+"""The transaction owner (app.transactions) against fake clients: each call's errors and the
+reaction the DESIGN table promises (retry, abort + rewind, new producer, exit)."""
+
+from __future__ import annotations
+
+import pytest
+from confluent_kafka import OFFSET_BEGINNING, KafkaError, TopicPartition
+
+from app.errors import CheckpointAborted, KafkaFatalError, ProducerFenced
+from app.transactions import Transactions
+from tests.unit.fakes import FakeConsumer, FakeProducer, idle_watchdog, kafka_exc
+
+OFFSETS = [TopicPartition("in", 0, 5)]
+
+
+class Owner:
+    """A Transactions with its fakes; ``producers`` = every producer it made, in order."""
+
+    def __init__(
+        self,
+        call_timeout: float = 5.0,
+        max_recreations: int = 3,
+        assignment: tuple[tuple[str, int], ...] = (("in", 0),),
+    ) -> None:
+        self.producers: list[FakeProducer] = []
+        self.consumer = FakeConsumer(list(assignment))
+        self.discarded = 0
+        self.rebound: list[FakeProducer] = []
+        self.txn = Transactions(
+            self._new_producer,
+            self.consumer,
+            exactly_once=True,
+            call_timeout=call_timeout,
+            watchdog=idle_watchdog(),
+            max_recreations=max_recreations,
+        )
+        self.txn.on_abort(self._discard)
+        self.txn.on_new_producer(self.rebound.append)
+
+    def _new_producer(self) -> FakeProducer:
+        self.producers.append(FakeProducer())
+        return self.producers[-1]
+
+    def _discard(self) -> None:
+        self.discarded += 1
+
+    @property
+    def producer(self) -> FakeProducer:
+        return self.producers[-1]
+
+
+def test_commit_sends_offsets_then_commits() -> None:
+    o = Owner()
+    o.txn.init()
+    o.txn.begin()
+    o.txn.commit(OFFSETS)
+    assert o.producer.calls == [
+        "init_transactions", "begin_transaction", "send_offsets_to_transaction",
+        "commit_transaction",
+    ]  # fmt: skip
+    assert not o.txn.open
+
+
+def test_retriable_commit_error_is_retried_within_the_deadline() -> None:
+    o = Owner()
+    o.txn.begin()
+    o.producer.fail["commit_transaction"] = [kafka_exc(KafkaError._TIMED_OUT, retriable=True)]
+    o.txn.commit(OFFSETS)
+    assert o.producer.calls.count("commit_transaction") == 2
+
+
+def test_retriable_error_past_the_deadline_is_an_unknown_outcome() -> None:
+    o = Owner(call_timeout=0.0)
+    o.txn.begin()
+    o.producer.fail["commit_transaction"] = [kafka_exc(KafkaError._TIMED_OUT, retriable=True)]
+    with pytest.raises(KafkaFatalError, match="outcome is unknown"):
+        o.txn.commit(OFFSETS)
+
+
+def test_abortable_error_becomes_checkpoint_aborted() -> None:
+    o = Owner()
+    o.txn.begin()
+    err = kafka_exc(KafkaError.ILLEGAL_GENERATION, txn_requires_abort=True)
+    o.producer.fail["send_offsets_to_transaction"] = [err]
+    with pytest.raises(CheckpointAborted, match="send_offsets_to_transaction: ILLEGAL_GENERATION"):
+        o.txn.commit(OFFSETS)
+
+
+@pytest.mark.parametrize(
+    "err",
+    [
+        kafka_exc(KafkaError._FENCED, fatal=True),
+        kafka_exc(KafkaError.PRODUCER_FENCED),
+        kafka_exc(KafkaError.INVALID_PRODUCER_EPOCH),
+        kafka_exc(KafkaError._FATAL, fatal=True),
+    ],
+    ids=["_FENCED", "PRODUCER_FENCED", "INVALID_PRODUCER_EPOCH", "fatal"],
+)
+def test_fenced_or_fatal_producer_becomes_producer_fenced(err: Exception) -> None:
+    o = Owner()
+    o.txn.begin()
+    o.producer.fail["commit_transaction"] = [err]
+    with pytest.raises(ProducerFenced):
+        o.txn.commit(OFFSETS)
+
+
+def test_authorization_failure_is_fatal() -> None:
+    o = Owner()
+    o.producer.fail["init_transactions"] = [
+        kafka_exc(KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, fatal=True)
+    ]
+    with pytest.raises(KafkaFatalError, match="TRANSACTIONAL_ID_AUTHORIZATION_FAILED"):
+        o.txn.init()
+
+
+def test_abort_discards_rewinds_to_committed_and_begins_again() -> None:
+    o = Owner(assignment=(("in", 0), ("in", 1)))
+    o.consumer.committed_offsets = {("in", 0): 7}  # in[1]: nothing committed yet
+    o.txn.begin()
+    o.txn.abort("test")
+    assert o.producer.calls == ["begin_transaction", "abort_transaction", "begin_transaction"]
+    assert o.discarded == 1
+    assert o.consumer.seeks == [("in", 0, 7), ("in", 1, OFFSET_BEGINNING)]
+    assert o.txn.open
+
+
+def test_abort_without_rewind_leaves_positions() -> None:
+    o = Owner()
+    o.txn.begin()
+    o.txn.abort("partitions revoked", rewind=False)
+    assert o.consumer.seeks == [] and o.discarded == 1
+
+
+def test_a_producer_that_cannot_abort_is_recreated() -> None:
+    o = Owner()
+    o.txn.begin()
+    o.producer.fail["abort_transaction"] = [kafka_exc(KafkaError._FENCED, fatal=True)]
+    old = o.producer
+    o.txn.abort("delivery failed")
+    assert len(o.producers) == 2 and o.rebound == [o.producer]
+    assert o.producer is not old and o.txn.producer is o.producer
+    assert o.producer.calls == ["init_transactions", "begin_transaction"]
+    assert o.consumer.seeks == [("in", 0, OFFSET_BEGINNING)]
+
+
+def test_recreate_inits_a_new_producer_rewinds_and_begins() -> None:
+    o = Owner()
+    o.consumer.committed_offsets = {("in", 0): 3}
+    o.txn.begin()
+    o.txn.recreate("fenced")
+    assert o.producer.calls == ["init_transactions", "begin_transaction"]
+    assert o.consumer.seeks == [("in", 0, 3)]
+    assert o.discarded == 1
+
+
+def test_recreation_is_bounded_until_a_commit_succeeds() -> None:
+    o = Owner(max_recreations=2)
+    o.txn.recreate("fenced 1")
+    o.txn.recreate("fenced 2")
+    with pytest.raises(KafkaFatalError, match=r"re-created 2 times in a row.*instance_id"):
+        o.txn.recreate("fenced 3")
+
+
+def test_a_commit_resets_the_recreation_bound() -> None:
+    o = Owner(max_recreations=1)
+    o.txn.recreate("fenced 1")
+    o.txn.commit(OFFSETS)
+    o.txn.recreate("fenced 2")  # not fatal: a commit came in between
+    assert len(o.producers) == 3
+
+
+def test_new_producer_fenced_at_init_is_recreated_again() -> None:
+    o = Owner()
+    o.txn.begin()
+    fence = kafka_exc(KafkaError._FENCED, fatal=True)
+
+    def fenced_once() -> FakeProducer:
+        producer = FakeProducer()
+        if len(o.producers) == 1:
+            producer.fail["init_transactions"] = [fence]
+        o.producers.append(producer)
+        return producer
+
+    o.txn._new_producer = fenced_once
+    o.txn.recreate("fenced")
+    assert len(o.producers) == 3 and o.producer.calls == ["init_transactions", "begin_transaction"]
