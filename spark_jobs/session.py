@@ -10,6 +10,7 @@ from pyspark.sql import SparkSession
 
 from spark_jobs.jars import ensure_jars
 from spark_jobs.scratch import claim_scratch
+from spark_jobs.security import SECRET_OPTIONS_REGEX
 
 ALWAYS: Mapping[str, str] = {
     # Window bounds are shown and compared in UTC whatever the machine's zone.
@@ -18,6 +19,8 @@ ALWAYS: Mapping[str, str] = {
     "spark.sql.streaming.numRecentProgressUpdates": "10000",
     # Progress bars on stderr garble job logs; the jobs log their own progress.
     "spark.ui.showConsoleProgress": "false",
+    # Reader options that carry credentials or keys are shown as *********(redacted).
+    "spark.sql.redaction.options.regex": SECRET_OPTIONS_REGEX,
 }
 
 # Local-mode defaults sized for a laptop or a CI box; override per job with ``conf``.
