@@ -440,4 +440,5 @@ def test_notes_render(helm: str, tmp_path: Path) -> None:
     assert "clicks -> clicks-clean" in notes
     assert "statefulset/demo-eos-bridge" in notes
     assert "cronjob/demo-eos-bridge-spark" in notes
+    assert "helm test demo -n streaming" in notes
     assert "WARNING" not in notes  # persistence is on
