@@ -139,7 +139,10 @@ def test_schema_covers_every_default_value() -> None:
     schema = json.loads((CHART / "values.schema.json").read_text())
     values = yaml.safe_load((CHART / "values.yaml").read_text())
     assert set(values) <= set(schema["properties"])
-    for group in ("image", "bridge", "sasl", "persistence", "serviceAccount", "spark"):
+    for group in (
+        "image", "bridge", "sasl", "tls", "persistence", "serviceAccount", "networkPolicy",
+        "tests", "spark",
+    ):  # fmt: skip
         assert set(values[group]) == set(schema["properties"][group]["properties"]), group
 
 
