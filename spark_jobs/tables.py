@@ -33,8 +33,8 @@ class TxnId:
 
 
 # Properties of the tables this process has created or described, by path. Creating or
-# describing a Delta table costs seconds (a snapshot of its log and a DESCRIBE DETAIL job), and
-# a job used to do it up to four times per table before its first micro-batch.
+# describing a Delta table costs seconds (a snapshot of its log, a Spark job), and a job used to
+# do it up to four times per table before its first micro-batch.
 _properties: dict[str, dict[str, str]] = {}
 
 
@@ -50,8 +50,7 @@ def ensure_table(
     if key in _properties:
         return _properties[key]
     if DeltaTable.isDeltaTable(spark, path):
-        row = DeltaTable.forPath(spark, path).detail().select("properties").first()
-        found: dict[str, str] = dict(row["properties"]) if row is not None else {}
+        found = _table_properties(spark, path)
     else:
         # createIfNotExists, not create: a concurrent creator of the same table is harmless.
         builder = DeltaTable.createIfNotExists(spark).location(path).addColumns(schema)
@@ -61,6 +60,14 @@ def ensure_table(
         found = dict(properties or {})
     _properties[key] = found
     return found
+
+
+def _table_properties(spark: SparkSession, path: str) -> dict[str, str]:
+    """The table's properties from its metadata alone: SHOW TBLPROPERTIES, not DESCRIBE DETAIL,
+    which rebuilds the whole file list to count files and bytes (slower as the table grows)."""
+    quoted = path.replace("`", "``")
+    rows = spark.sql(f"SHOW TBLPROPERTIES delta.`{quoted}`").collect()
+    return {str(row["key"]): str(row["value"]) for row in rows}
 
 
 def ensure_aggregate_table(spark: SparkSession, path: str, spec_property: str) -> None:
