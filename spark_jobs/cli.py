@@ -10,6 +10,7 @@ from pyspark.sql import SparkSession
 
 from spark_jobs.config import KafkaSource, RecordFields
 from spark_jobs.errors import JobConfigError
+from spark_jobs.security import security_options
 
 
 def add_source_args(parser: argparse.ArgumentParser) -> None:
@@ -38,14 +39,17 @@ def add_source_args(parser: argparse.ArgumentParser) -> None:
 
 
 def source_from(args: argparse.Namespace) -> KafkaSource:
-    """The :class:`KafkaSource` the options describe."""
-    pairs = []
+    """The :class:`KafkaSource` the options describe, with the bridge's security settings
+    (spark_jobs.security) under any ``--kafka-option``."""
+    options = security_options()
     for item in args.kafka_option:
         key, sep, value = item.partition("=")
         if not sep:
             raise JobConfigError(f"--kafka-option {item!r} must look like KEY=VALUE")
-        pairs.append((key.strip(), value))
-    return KafkaSource(bootstrap=args.bootstrap or "", topic=args.topic, options=tuple(pairs))
+        options[key.strip()] = value
+    return KafkaSource(
+        bootstrap=args.bootstrap or "", topic=args.topic, options=tuple(options.items())
+    )
 
 
 def fields_from(args: argparse.Namespace) -> RecordFields:

@@ -70,7 +70,10 @@ def parse_records(raw: DataFrame, fields: RecordFields) -> ParsedRecords:
         F.col("key").cast("string").alias("kafka_key"),
         value.alias("value"),
         F.from_json(value, record_schema(fields)).alias("r"),
-    ).withColumn("error", _error(F.col("r"), fields))
+        # The same text as a JSON object of raw field texts: NULL exactly when the value is not
+        # a JSON object, and a field's entry tells "absent or null" from "present, wrong type".
+        F.from_json(value, _RAW_OBJECT).alias("raw"),
+    ).withColumn("error", _error(F.col("r"), F.col("raw"), fields))
     record = F.col("r")
     good = checked.where(F.col("error").isNull()).select(
         record.getField(fields.key).alias("key"),
@@ -84,21 +87,46 @@ def parse_records(raw: DataFrame, fields: RecordFields) -> ParsedRecords:
     return ParsedRecords(good=good, bad=bad)
 
 
-def _error(record: Column, fields: RecordFields) -> Column:
-    """Why a row cannot be aggregated, or NULL when it can."""
+# Every value of an object as its JSON text (Spark renders any token as a string field).
+_RAW_OBJECT = "map<string,string>"
+
+
+def _error(record: Column, raw: Column, fields: RecordFields) -> Column:
+    """Why a row cannot be aggregated, or NULL when it can.
+
+    Since Spark 3.0 ``from_json`` turns malformed text into a struct of NULL fields rather than
+    NULL, so the typed struct alone cannot tell malformed JSON from a wrong type. ``raw`` (the
+    object as a map) is NULL for anything that is not a JSON object, and ``get_json_object``
+    then separates valid non-object JSON (``42``, ``[1]``, ``null``) from text that is not JSON.
+    """
+    names = (fields.id, fields.key, fields.amount, fields.ts)
     missing = F.concat_ws(
+        ", ", *[F.when(raw.getItem(name).isNull(), F.lit(name)) for name in names]
+    )
+    mistyped = F.concat_ws(
         ", ",
         *[
-            F.when(record.getField(name).isNull(), F.lit(name))
-            for name in (fields.id, fields.key, fields.amount, fields.ts)
+            F.when(raw.getItem(name).isNotNull() & record.getField(name).isNull(), F.lit(name))
+            for name in names
         ],
     )
     amount = record.getField(fields.amount)
     ts = record.getField(fields.ts)
     return (
         F.when(F.col("value").isNull(), F.lit("null value"))
-        .when(record.isNull(), F.lit("not a JSON object"))
-        .when(missing != "", F.concat(F.lit("missing or mistyped: "), missing))
+        .when(
+            raw.isNull() & F.get_json_object(F.col("value"), "$").isNotNull(),
+            F.lit("not a JSON object"),
+        )
+        .when(raw.isNull(), F.lit("malformed JSON"))
+        .when(
+            (missing != "") | (mistyped != ""),
+            F.concat_ws(
+                "; ",
+                F.when(missing != "", F.concat(F.lit("missing: "), missing)),
+                F.when(mistyped != "", F.concat(F.lit("wrong type: "), mistyped)),
+            ),
+        )
         .when(F.isnan(amount) | (F.abs(amount) == float("inf")), F.lit("amount is not finite"))
         .when((ts < 0) | (ts > MAX_TS_MS), F.lit("ts out of range"))
     )

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import os
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 
 from pyspark.sql import SparkSession
 
 from spark_jobs.jars import ensure_jars
+from spark_jobs.scratch import claim_scratch
+from spark_jobs.security import SECRET_OPTIONS_REGEX
 
 ALWAYS: Mapping[str, str] = {
     # Window bounds are shown and compared in UTC whatever the machine's zone.
@@ -15,6 +19,8 @@ ALWAYS: Mapping[str, str] = {
     "spark.sql.streaming.numRecentProgressUpdates": "10000",
     # Progress bars on stderr garble job logs; the jobs log their own progress.
     "spark.ui.showConsoleProgress": "false",
+    # Reader options that carry credentials or keys are shown as *********(redacted).
+    "spark.sql.redaction.options.regex": SECRET_OPTIONS_REGEX,
 }
 
 # Local-mode defaults sized for a laptop or a CI box; override per job with ``conf``.
@@ -44,11 +50,32 @@ def build_session(
     """
     jars = ",".join(str(p) for p in ensure_jars())
     builder = SparkSession.builder.appName(app_name).config("spark.jars", jars)
+    scratch = str(claim_scratch())
+    builder = builder.config("spark.local.dir", scratch).config(
+        "spark.driver.extraJavaOptions", f"-Djava.io.tmpdir={scratch}"
+    )
     if master is not None:
         builder = builder.master(master)
     local = LOCAL_DEFAULTS if master is not None and master.startswith("local") else {}
     for key, value in {**ALWAYS, **local, **DELTA_CONF, **(conf or {})}.items():
         builder = builder.config(key, value)
-    spark = builder.getOrCreate()
+    with _local_dirs(scratch):
+        spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
     return spark
+
+
+@contextmanager
+def _local_dirs(scratch: str) -> Iterator[None]:
+    """SPARK_LOCAL_DIRS wins over spark.local.dir: point it at the driver's scratch directory
+    while pyspark starts the JVM (which copies the environment), and restore it after, so
+    child processes compute the same scratch root as this one."""
+    before = os.environ.get("SPARK_LOCAL_DIRS")
+    os.environ["SPARK_LOCAL_DIRS"] = scratch
+    try:
+        yield
+    finally:
+        if before is None:
+            del os.environ["SPARK_LOCAL_DIRS"]
+        else:
+            os.environ["SPARK_LOCAL_DIRS"] = before

@@ -32,14 +32,42 @@ class TxnId:
     version: int
 
 
+# Properties of the tables this process has created or described, by path. Creating or
+# describing a Delta table costs seconds (a snapshot of its log, a Spark job), and a job used to
+# do it up to four times per table before its first micro-batch.
+_properties: dict[str, dict[str, str]] = {}
+
+
 def ensure_table(
     spark: SparkSession, path: str, schema: StructType, properties: dict[str, str] | None = None
-) -> None:
-    """Create an empty Delta table at ``path`` unless one exists."""
-    builder = DeltaTable.createIfNotExists(spark).location(path).addColumns(schema)
-    for key, value in (properties or {}).items():
-        builder = builder.property(key, value)
-    builder.execute()
+) -> dict[str, str]:
+    """Create an empty Delta table at ``path`` unless one exists; return its properties.
+
+    An existing table is described once per process and never re-created; the result is
+    cached, so later calls for the same path do no Spark work.
+    """
+    key = path.rstrip("/")
+    if key in _properties:
+        return _properties[key]
+    if DeltaTable.isDeltaTable(spark, path):
+        found = _table_properties(spark, path)
+    else:
+        # createIfNotExists, not create: a concurrent creator of the same table is harmless.
+        builder = DeltaTable.createIfNotExists(spark).location(path).addColumns(schema)
+        for name, value in (properties or {}).items():
+            builder = builder.property(name, value)
+        builder.execute()
+        found = dict(properties or {})
+    _properties[key] = found
+    return found
+
+
+def _table_properties(spark: SparkSession, path: str) -> dict[str, str]:
+    """The table's properties from its metadata alone: SHOW TBLPROPERTIES, not DESCRIBE DETAIL,
+    which rebuilds the whole file list to count files and bytes (slower as the table grows)."""
+    quoted = path.replace("`", "``")
+    rows = spark.sql(f"SHOW TBLPROPERTIES delta.`{quoted}`").collect()
+    return {str(row["key"]): str(row["value"]) for row in rows}
 
 
 def ensure_aggregate_table(spark: SparkSession, path: str, spec_property: str) -> None:
@@ -49,8 +77,9 @@ def ensure_aggregate_table(spark: SparkSession, path: str, spec_property: str) -
         JobConfigError: the table holds windows of another size (or another distinct
             accuracy); mixing them would make rows incomparable.
     """
-    ensure_table(spark, path, AGGREGATE_SCHEMA, {SPEC_PROPERTY: spec_property})
-    stored = table_property(spark, path, SPEC_PROPERTY)
+    stored = ensure_table(spark, path, AGGREGATE_SCHEMA, {SPEC_PROPERTY: spec_property}).get(
+        SPEC_PROPERTY
+    )
     if stored is not None and stored != spec_property:
         raise JobConfigError(
             f"--table {path} was created with {stored}, this run asks for {spec_property}; "
@@ -60,11 +89,10 @@ def ensure_aggregate_table(spark: SparkSession, path: str, spec_property: str) -
 
 def table_property(spark: SparkSession, path: str, name: str) -> str | None:
     """One table property of the Delta table at ``path`` (None when unset or no table)."""
-    if not DeltaTable.isDeltaTable(spark, path):
+    key = path.rstrip("/")
+    if key not in _properties and not DeltaTable.isDeltaTable(spark, path):
         return None
-    row = DeltaTable.forPath(spark, path).detail().select("properties").first()
-    props: dict[str, str] = row["properties"] if row is not None else {}
-    return props.get(name)
+    return ensure_table(spark, path, AGGREGATE_SCHEMA).get(name)
 
 
 @contextmanager

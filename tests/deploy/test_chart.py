@@ -46,6 +46,7 @@ def ci_id(path: Path) -> str:
 def test_every_ci_values_set_is_covered() -> None:
     assert {ci_id(p) for p in CI_VALUES} == {
         "default",
+        "mtls",
         "persistence-off",
         "spark",
         "sasl",
@@ -138,7 +139,10 @@ def test_schema_covers_every_default_value() -> None:
     schema = json.loads((CHART / "values.schema.json").read_text())
     values = yaml.safe_load((CHART / "values.yaml").read_text())
     assert set(values) <= set(schema["properties"])
-    for group in ("image", "bridge", "sasl", "persistence", "serviceAccount", "spark"):
+    for group in (
+        "image", "bridge", "sasl", "tls", "persistence", "serviceAccount", "networkPolicy",
+        "tests", "spark",
+    ):  # fmt: skip
         assert set(values[group]) == set(schema["properties"][group]["properties"]), group
 
 
@@ -214,8 +218,8 @@ def test_instance_id_comes_from_the_pod_name(manifests: Callable[..., list[Manif
     env = env_of(bridge_container(manifests(DEFAULT)))
     assert env["BRIDGE_INSTANCE_ID"]["valueFrom"] == {"fieldRef": {"fieldPath": "metadata.name"}}
     # The prefix must not depend on anything that changes between upgrades.
-    assert env["BRIDGE_TRANSACTIONAL_ID_PREFIX"]["value"] == "demo-eos-bridge"
-    assert env["BRIDGE_GROUP_ID"]["value"] == "demo-eos-bridge"
+    assert env["BRIDGE_TRANSACTIONAL_ID_PREFIX"]["value"] == "streaming.demo-eos-bridge"
+    assert env["BRIDGE_GROUP_ID"]["value"] == "streaming.demo-eos-bridge"
 
 
 def test_bridge_settings_reach_the_environment(manifests: Callable[..., list[Manifest]]) -> None:
@@ -230,7 +234,7 @@ def test_bridge_settings_reach_the_environment(manifests: Callable[..., list[Man
     assert env["BRIDGE_LOG_FORMAT"]["value"] == "text"
     assert env["BRIDGE_PIPELINE_SPEC"]["value"] == "/etc/eos-bridge/pipeline.yaml"
 
-    config_map = one(resources, "ConfigMap")
+    config_map = one(resources, "ConfigMap", "demo-eos-bridge")
     config = yaml.safe_load(config_map["data"]["config.yaml"])
     assert config == {
         "kafka": {"client.rack": "zone-a"},
@@ -248,9 +252,12 @@ def test_the_bridge_accepts_the_rendered_configuration(
 ) -> None:
     """`eos-bridge check-config` with the pod's environment and the ConfigMap's files."""
     resources = manifests(values)
-    config_map = one(resources, "ConfigMap")
+    config_map = one(resources, "ConfigMap", "demo-eos-bridge")
     for name, text in config_map["data"].items():
-        (tmp_path / name).write_text(text)
+        (tmp_path / name).write_text(text.replace("/etc/eos-bridge", str(tmp_path)))
+    (tmp_path / "tls").mkdir()
+    for name in ("ca.crt", "client.crt", "client.key"):  # the mounted TLS Secret's files
+        (tmp_path / "tls" / name).write_text("-----BEGIN PLACEHOLDER-----\n")
     env = {k: v for k, v in os.environ.items() if not k.startswith("BRIDGE_")}
     for var in bridge_container(resources)["env"]:
         if "value" in var:
@@ -267,7 +274,7 @@ def test_the_bridge_accepts_the_rendered_configuration(
 
     assert result.returncode == 0, result.stderr
     effective = json.loads(result.stdout)
-    assert effective["transactional_id"] == "demo-eos-bridge-demo-eos-bridge-0"
+    assert effective["transactional_id"] == "streaming.demo-eos-bridge-demo-eos-bridge-0"
     assert effective["state_dir"] == STATE_DIR
     assert "from-secret-password" not in result.stdout
     if "pipeline.yaml" in config_map["data"]:
@@ -361,11 +368,12 @@ def test_sasl_credentials_come_from_the_secret(manifests: Callable[..., list[Man
             "name": "eos-bridge-kafka-credentials",
             "key": key,
         }
-    config = yaml.safe_load(one(resources, "ConfigMap")["data"]["config.yaml"])
+    config = yaml.safe_load(one(resources, "ConfigMap", "demo-eos-bridge")["data"]["config.yaml"])
     assert config["kafka"] == {
         "security.protocol": "SASL_SSL",
         "sasl.mechanisms": "SCRAM-SHA-512",
-        "ssl.ca.location": "/etc/kafka-tls/ca.crt",
+        "ssl.ca.location": "/etc/eos-bridge/tls/ca.crt",
+        "ssl.endpoint.identification.algorithm": "https",
     }
     assert not [r for r in resources if r["kind"] == "Secret"]  # the chart never holds them
     image = bridge_container(resources)["image"]
@@ -435,4 +443,5 @@ def test_notes_render(helm: str, tmp_path: Path) -> None:
     assert "clicks -> clicks-clean" in notes
     assert "statefulset/demo-eos-bridge" in notes
     assert "cronjob/demo-eos-bridge-spark" in notes
+    assert "helm test demo -n streaming" in notes
     assert "WARNING" not in notes  # persistence is on

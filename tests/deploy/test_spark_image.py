@@ -97,17 +97,15 @@ def test_cronjob_command_aggregates_committed_output(
     ]
     kafka.seed(topic, [json.dumps(d).encode() for d in docs])
 
-    cron = one(
-        manifests(
-            sets=[
-                f"bridge.bootstrapServers={kafka.bootstrap}",
-                "bridge.inputTopics={in}",
-                f"bridge.outputTopic={topic}",
-                "spark.enabled=true",
-            ]
-        ),
-        "CronJob",
+    resources = manifests(
+        sets=[
+            f"bridge.bootstrapServers={kafka.bootstrap}",
+            "bridge.inputTopics={in}",
+            f"bridge.outputTopic={topic}",
+            "spark.enabled=true",
+        ]
     )
+    cron = one(resources, "CronJob")
     container = cron["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0]
     env = {e["name"]: e["value"] for e in container["env"] if "value" in e}
     # buildah's chroot has the host's hostname but not its /etc/hosts entry; a pod has both.
@@ -115,6 +113,11 @@ def test_cronjob_command_aggregates_committed_output(
     data = tmp_path / "data"
     data.mkdir()
     os.chown(data, UID, UID)
+    # The job reads the bridge's config file (security settings) as the pod does from the
+    # ConfigMap; here it sits on the data volume.
+    config = one(resources, "ConfigMap", "demo-eos-bridge")["data"]["config.yaml"]
+    (data / "config.yaml").write_text(config)
+    env["BRIDGE_CONFIG_FILE"] = f"{DATA}/config.yaml"
 
     out = run_in(spark_container, data, env, [*container["command"], *container["args"]])
 

@@ -85,26 +85,176 @@ the chart's appVersion). Call with (dict "image" .Values.image "context" $).
 {{- end }}
 {{- end }}
 
+{{/*
+Default consumer group and transactional.id prefix: namespace and full name, so two releases of
+the same name in two namespaces on one Kafka cluster neither share a group nor fence each other.
+*/}}
+{{- define "eos-bridge.defaultId" -}}
+{{- printf "%s.%s" .Release.Namespace (include "eos-bridge.fullname" .) }}
+{{- end }}
+
 {{- define "eos-bridge.groupId" -}}
-{{- default (include "eos-bridge.fullname" .) .Values.bridge.groupId }}
+{{- default (include "eos-bridge.defaultId" .) .Values.bridge.groupId }}
 {{- end }}
 
 {{- define "eos-bridge.transactionalIdPrefix" -}}
-{{- default (include "eos-bridge.fullname" .) .Values.bridge.transactionalIdPrefix }}
+{{- default (include "eos-bridge.defaultId" .) .Values.bridge.transactionalIdPrefix }}
+{{- end }}
+
+{{/*
+Worst-case time from SIGTERM to exit, in whole seconds (see docs/deploy.md, "Shutdown"): the
+final flush (transaction.timeout.ms / 2), the retries of the final commit (shutdownTimeout), one
+client call started just before that deadline (librdkafka's 30 s call timeout), and 15 s for the
+batch in flight, leaving the group and closing the stores.
+*/}}
+{{- define "eos-bridge.shutdownBound" -}}
+{{- $flush := divf .Values.bridge.transactionTimeoutMs 2000.0 }}
+{{- addf $flush .Values.bridge.shutdownTimeout 45 | ceil | int64 }}
+{{- end }}
+
+{{- define "eos-bridge.terminationGracePeriodSeconds" -}}
+{{- $bound := include "eos-bridge.shutdownBound" . | int64 }}
+{{- if .Values.terminationGracePeriodSeconds }}
+{{- if lt (int64 .Values.terminationGracePeriodSeconds) $bound }}
+{{- fail (printf "terminationGracePeriodSeconds (%v) is shorter than the bridge's worst-case shutdown (%d s from bridge.transactionTimeoutMs and bridge.shutdownTimeout): Kubernetes would SIGKILL a final checkpoint. Leave it empty to derive it, or lower bridge.shutdownTimeout" .Values.terminationGracePeriodSeconds $bound) }}
+{{- end }}
+{{- .Values.terminationGracePeriodSeconds | int64 }}
+{{- else }}
+{{- $bound }}
+{{- end }}
+{{- end }}
+
+{{/*
+security.protocol implied by the sasl and tls values ("" when neither is on).
+*/}}
+{{- define "eos-bridge.securityProtocol" -}}
+{{- if .Values.sasl.enabled }}
+{{- .Values.sasl.securityProtocol }}
+{{- else if .Values.tls.enabled }}
+{{- "SSL" }}
+{{- end }}
+{{- end }}
+
+{{- define "eos-bridge.tlsDir" -}}/etc/eos-bridge/tls{{- end }}
+
+{{/*
+librdkafka TLS settings for the mounted Secrets: paths only, never a secret (the key password
+reaches the bridge as an environment variable from its Secret).
+*/}}
+{{- define "eos-bridge.tlsSettings" -}}
+{{- $tls := .Values.tls }}
+{{- $dir := include "eos-bridge.tlsDir" . }}
+{{- $out := dict }}
+{{- if $tls.enabled }}
+{{- if $tls.caSecret }}
+{{- $_ := set $out "ssl.ca.location" (printf "%s/ca.crt" $dir) }}
+{{- end }}
+{{- if $tls.clientSecret }}
+{{- $_ := set $out "ssl.certificate.location" (printf "%s/client.crt" $dir) }}
+{{- $_ := set $out "ssl.key.location" (printf "%s/client.key" $dir) }}
+{{- end }}
+{{- $_ := set $out "ssl.endpoint.identification.algorithm" (ternary "https" "none" $tls.verifyHostname) }}
+{{- end }}
+{{- toYaml $out }}
 {{- end }}
 
 {{/*
 Contents of the bridge's config file (BRIDGE_CONFIG_FILE): the librdkafka maps that have no
-environment-variable form. SASL mechanism and protocol join the common map; the credentials
-themselves come from the Secret as environment variables, never from here.
+environment-variable form. Security protocol, SASL mechanism and the TLS file paths join the
+common map; credentials and the key password come from Secrets as environment variables, never
+from here.
 */}}
 {{- define "eos-bridge.configFile" -}}
 {{- $kafka := deepCopy .Values.bridge.kafka }}
+{{- with include "eos-bridge.securityProtocol" . }}
+{{- $_ := set $kafka "security.protocol" . }}
+{{- end }}
 {{- if .Values.sasl.enabled }}
-{{- $_ := set $kafka "security.protocol" .Values.sasl.securityProtocol }}
 {{- $_ := set $kafka "sasl.mechanisms" .Values.sasl.mechanism }}
 {{- end }}
+{{- $kafka = merge $kafka (include "eos-bridge.tlsSettings" . | fromYaml) }}
 {{- dict "kafka" $kafka "consumer" .Values.bridge.consumer "producer" .Values.bridge.producer | toYaml }}
+{{- end }}
+
+{{/*
+Environment variables carrying Kafka credentials, each from a Secret (bridge, Spark job and the
+helm test pod share them).
+*/}}
+{{- define "eos-bridge.credentialEnv" -}}
+{{- if .Values.sasl.enabled }}
+- name: BRIDGE_SASL_USERNAME
+  valueFrom:
+    secretKeyRef:
+      name: {{ .Values.sasl.existingSecret }}
+      key: {{ .Values.sasl.usernameKey }}
+- name: BRIDGE_SASL_PASSWORD
+  valueFrom:
+    secretKeyRef:
+      name: {{ .Values.sasl.existingSecret }}
+      key: {{ .Values.sasl.passwordKey }}
+{{- end }}
+{{- if and .Values.tls.enabled .Values.tls.keyPasswordSecret.name }}
+# The bridge reads nested settings as BRIDGE_<MAP>__<key>: this is kafka: {ssl.key.password}.
+- name: BRIDGE_KAFKA__ssl.key.password
+  valueFrom:
+    secretKeyRef:
+      name: {{ .Values.tls.keyPasswordSecret.name }}
+      key: {{ .Values.tls.keyPasswordSecret.key }}
+{{- end }}
+{{- end }}
+
+{{/*
+The TLS Secrets as one read-only volume: ca.crt, client.crt, client.key.
+*/}}
+{{- define "eos-bridge.tlsVolume" -}}
+{{- if and .Values.tls.enabled (or .Values.tls.caSecret .Values.tls.clientSecret) }}
+- name: kafka-tls
+  projected:
+    defaultMode: 0440
+    sources:
+      {{- with .Values.tls.caSecret }}
+      - secret:
+          name: {{ . }}
+          items:
+            - key: {{ $.Values.tls.caKey }}
+              path: ca.crt
+      {{- end }}
+      {{- with .Values.tls.clientSecret }}
+      - secret:
+          name: {{ . }}
+          items:
+            - key: {{ $.Values.tls.certKey }}
+              path: client.crt
+            - key: {{ $.Values.tls.keyKey }}
+              path: client.key
+      {{- end }}
+{{- end }}
+{{- end }}
+
+{{- define "eos-bridge.tlsVolumeMount" -}}
+{{- if and .Values.tls.enabled (or .Values.tls.caSecret .Values.tls.clientSecret) }}
+- name: kafka-tls
+  mountPath: {{ include "eos-bridge.tlsDir" . }}
+  readOnly: true
+{{- end }}
+{{- end }}
+
+{{/*
+Ports of bridge.bootstrapServers (host:port,...), or networkPolicy.kafkaPorts when set.
+*/}}
+{{- define "eos-bridge.kafkaPorts" -}}
+{{- $ports := list }}
+{{- if .Values.networkPolicy.kafkaPorts }}
+{{- $ports = .Values.networkPolicy.kafkaPorts }}
+{{- else }}
+{{- range splitList "," .Values.bridge.bootstrapServers }}
+{{- $port := last (splitList ":" (trim .)) }}
+{{- if regexMatch "^[0-9]+$" $port }}
+{{- $ports = append $ports (int $port) }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- toJson (uniq $ports) }}
 {{- end }}
 
 {{/*
@@ -131,5 +281,134 @@ Fail rendering with one clear message when a required setting is missing.
 {{- end }}
 {{- if and .Values.sasl.enabled (not .Values.sasl.existingSecret) }}
 {{- fail "sasl.existingSecret must name a Secret with the SASL credentials when sasl.enabled is true" }}
+{{- end }}
+{{- include "eos-bridge.validateBridge" . }}
+{{- include "eos-bridge.validateSecurity" . }}
+{{- end }}
+
+{{/*
+What the bridge itself would refuse at start (app/config.py), caught before anything is applied.
+*/}}
+{{- define "eos-bridge.validateBridge" -}}
+{{- $b := .Values.bridge }}
+{{- if gt (mulf $b.commitInterval 3000.0) (float64 $b.transactionTimeoutMs) }}
+{{- fail (printf "bridge.commitInterval (%vs) must be at most a third of bridge.transactionTimeoutMs (%v ms), so a slow checkpoint never outlives its transaction: lower the interval or raise the timeout" $b.commitInterval $b.transactionTimeoutMs) }}
+{{- end }}
+{{- if has $b.outputTopic $b.inputTopics }}
+{{- fail (printf "bridge.outputTopic %q is also in bridge.inputTopics: the bridge would read its own output" $b.outputTopic) }}
+{{- end }}
+{{- end }}
+
+{{/*
+Credentials only through Secrets; the security settings the chart derives from sasl.* and tls.*
+are not also set by hand.
+*/}}
+{{- define "eos-bridge.validateSecurity" -}}
+{{- $secretKeys := list "sasl.username" "sasl.password" "ssl.key.password" "ssl.key.pem" "ssl.keystore.password" "sasl.oauthbearer.client.secret" "sasl.oauthbearer.config" }}
+{{- range $map := list "kafka" "consumer" "producer" }}
+{{- range $key, $_ := index $.Values.bridge $map }}
+{{- if has $key $secretKeys }}
+{{- fail (printf "bridge.%s.%s would put a secret into the ConfigMap: use sasl.existingSecret or tls.keyPasswordSecret (or extraEnv with a secretKeyRef)" $map $key) }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- $derived := keys (include "eos-bridge.tlsSettings" . | fromYaml) }}
+{{- if include "eos-bridge.securityProtocol" . }}
+{{- $derived = append $derived "security.protocol" }}
+{{- end }}
+{{- if .Values.sasl.enabled }}
+{{- $derived = append $derived "sasl.mechanisms" }}
+{{- end }}
+{{- range $key := $derived }}
+{{- if hasKey $.Values.bridge.kafka $key }}
+{{- fail (printf "bridge.kafka.%s is set by the chart from the sasl and tls values: set it there, not in bridge.kafka" $key) }}
+{{- end }}
+{{- end }}
+{{- if and .Values.tls.enabled (eq (include "eos-bridge.securityProtocol" .) "SASL_PLAINTEXT") }}
+{{- fail "tls.enabled needs sasl.securityProtocol SASL_SSL (SASL_PLAINTEXT would not use TLS)" }}
+{{- end }}
+{{- if and .Values.tls.keyPasswordSecret.name (not .Values.tls.clientSecret) }}
+{{- fail "tls.keyPasswordSecret is the password of the client key: set tls.clientSecret too" }}
+{{- end }}
+{{- end }}
+
+{{/*
+Environment of the bridge container, shared with the helm test pod so the test checks exactly
+what the bridge runs with.
+*/}}
+{{- define "eos-bridge.bridgeEnv" -}}
+# The pod name (<fullname>-<ordinal>) is stable across restarts: it becomes the
+# transactional.id suffix.
+- name: BRIDGE_INSTANCE_ID
+  valueFrom:
+    fieldRef:
+      fieldPath: metadata.name
+- name: BRIDGE_CONFIG_FILE
+  value: {{ include "eos-bridge.configDir" . }}/config.yaml
+- name: BRIDGE_BOOTSTRAP_SERVERS
+  value: {{ .Values.bridge.bootstrapServers | quote }}
+- name: BRIDGE_INPUT_TOPICS
+  value: {{ .Values.bridge.inputTopics | toJson | quote }}
+- name: BRIDGE_OUTPUT_TOPIC
+  value: {{ .Values.bridge.outputTopic | quote }}
+{{- with .Values.bridge.dlqTopic }}
+- name: BRIDGE_DLQ_TOPIC
+  value: {{ . | quote }}
+{{- end }}
+- name: BRIDGE_GROUP_ID
+  value: {{ include "eos-bridge.groupId" . | quote }}
+- name: BRIDGE_TRANSACTIONAL_ID_PREFIX
+  value: {{ include "eos-bridge.transactionalIdPrefix" . | quote }}
+- name: BRIDGE_COMMIT_INTERVAL
+  value: {{ .Values.bridge.commitInterval | quote }}
+- name: BRIDGE_COMMIT_EVERY
+  value: {{ .Values.bridge.commitEvery | int64 | quote }}
+- name: BRIDGE_TRANSACTION_TIMEOUT_MS
+  value: {{ .Values.bridge.transactionTimeoutMs | int64 | quote }}
+- name: BRIDGE_SHUTDOWN_TIMEOUT
+  value: {{ .Values.bridge.shutdownTimeout | quote }}
+- name: BRIDGE_PROCESSING_GUARANTEE
+  value: {{ .Values.bridge.processingGuarantee | quote }}
+- name: BRIDGE_STATE_DIR
+  value: {{ include "eos-bridge.stateDir" . }}
+- name: BRIDGE_HTTP_PORT
+  value: {{ .Values.bridge.httpPort | int64 | quote }}
+- name: BRIDGE_LOG_FORMAT
+  value: {{ .Values.bridge.logFormat | quote }}
+- name: BRIDGE_LOG_LEVEL
+  value: {{ .Values.bridge.logLevel | quote }}
+{{- with .Values.bridge.pipeline }}
+- name: BRIDGE_PIPELINE
+  value: {{ . | quote }}
+{{- end }}
+{{- if .Values.pipelineSpec }}
+- name: BRIDGE_PIPELINE_SPEC
+  value: {{ include "eos-bridge.configDir" . }}/pipeline.yaml
+{{- end }}
+{{- with include "eos-bridge.credentialEnv" . | trim }}
+{{ . }}
+{{- end }}
+{{- with .Values.extraEnv }}
+{{ toYaml . }}
+{{- end }}
+{{- end }}
+
+{{/*
+Volume mounts of the helm test containers: what the bridge reads, no state.
+*/}}
+{{- define "eos-bridge.testMounts" -}}
+- name: tmp
+  mountPath: /tmp
+- name: config
+  mountPath: {{ include "eos-bridge.configDir" . }}
+  readOnly: true
+- name: test
+  mountPath: /etc/eos-bridge-test
+  readOnly: true
+{{- with include "eos-bridge.tlsVolumeMount" . | trim }}
+{{ . }}
+{{- end }}
+{{- with .Values.extraVolumeMounts }}
+{{ toYaml . }}
 {{- end }}
 {{- end }}
