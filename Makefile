@@ -5,8 +5,13 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 DEMO_STAMP := $(VENV)/.demo-installed
+# Quix Streams (the benchmark's peer and the changelog compatibility oracle) pins older
+# confluent-kafka and pydantic-settings than the bridge runs, so it gets a venv of its own.
+QUIX_VENV := .venv-quix
+QUIX_STAMP := $(QUIX_VENV)/.installed
+QUIX_REQUIREMENT := quixstreams==3.28.*
 
-.PHONY: install demo test lint unit bench dev-kafka-stop clean
+.PHONY: install quix-venv demo test lint unit bench dev-kafka-stop clean
 
 $(STAMP): pyproject.toml
 	@command -v $(PYTHON) >/dev/null || { echo "Python 3.11+ is required (apt-get install -y python3 python3-venv)"; exit 1; }
@@ -25,14 +30,24 @@ $(DEMO_STAMP): pyproject.toml
 	$(BIN)/pip install -q -e '.[spark]'
 	touch $(DEMO_STAMP)
 
+$(QUIX_STAMP): Makefile
+	@command -v $(PYTHON) >/dev/null || { echo "Python 3.11+ is required (apt-get install -y python3 python3-venv)"; exit 1; }
+	@echo "installing $(QUIX_REQUIREMENT) into its own $(QUIX_VENV) (tests and bench run Quix there)"
+	test -d $(QUIX_VENV) || $(PYTHON) -m venv $(QUIX_VENV)
+	$(QUIX_VENV)/bin/pip install -q --upgrade pip
+	$(QUIX_VENV)/bin/pip install -q '$(QUIX_REQUIREMENT)'
+	touch $(QUIX_STAMP)
+
 install: $(STAMP)
+
+quix-venv: $(QUIX_STAMP)
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 
-unit: $(STAMP)
+unit: $(STAMP) $(QUIX_STAMP)
 	$(BIN)/pytest -q tests/unit
 
 # The bridge on an embedded local Kafka: live traffic, a SIGKILL mid-run, restart, verify.
@@ -40,12 +55,12 @@ demo: $(DEMO_STAMP)
 	$(BIN)/python -m app.demo
 
 # Lint, types, then every test: unit, real-broker integration, chaos, Spark, chart and image.
-test: lint
+test: lint $(QUIX_STAMP)
 	$(BIN)/pytest -q --durations=15
 
 # Benchmarks (own local broker, ~40 min; BENCH_ARGS="--records 200000" for a quick run).
-bench: $(STAMP)
+bench: $(STAMP) $(QUIX_STAMP)
 	$(BIN)/python -m bench $(BENCH_ARGS)
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(QUIX_VENV) .pytest_cache .mypy_cache .ruff_cache

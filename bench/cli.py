@@ -26,7 +26,7 @@ import confluent_kafka
 
 from app.devkafka import LocalKafka
 from bench import report
-from bench.contenders import BY_KEY, CONTENDERS, REPO, Contender
+from bench.contenders import BY_KEY, CONTENDERS, REPO, Contender, quix_python
 from bench.data import seed_topic
 from bench.kafka import create_topics
 from bench.latency import latency_run
@@ -71,7 +71,7 @@ def versions(bootstrap_jars: str) -> dict[str, str]:
         sha += f" + uncommitted changes in {len(changed.splitlines())} file(s)"
     return {
         "eos-bridge": f"{dist('eos-bridge')} (git {sha})",
-        "quixstreams": dist("quixstreams"),
+        "quixstreams": quix_version(),
         "confluent-kafka": f"{dist('confluent-kafka')} (librdkafka "
         f"{confluent_kafka.libversion()[0]})",
         "orjson": dist("orjson"),
@@ -79,6 +79,21 @@ def versions(bootstrap_jars: str) -> dict[str, str]:
         "python": platform.python_version(),
         "kafka broker": bootstrap_jars,
     }
+
+
+def quix_version() -> str:
+    """Quix Streams' version and the librdkafka it runs on, asked of its own virtualenv."""
+    try:
+        python = quix_python()
+    except FileNotFoundError:
+        return "not installed"
+    code = (
+        "import confluent_kafka as ck, importlib.metadata as m; "
+        "print(m.version('quixstreams'), m.version('confluent-kafka'), ck.libversion()[0])"
+    )
+    out = subprocess.run([str(python), "-c", code], capture_output=True, text=True, check=True)
+    quix, client, lib = out.stdout.split()
+    return f"{quix} (own venv: confluent-kafka {client}, librdkafka {lib})"
 
 
 def _broker_version() -> str:

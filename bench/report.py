@@ -27,6 +27,9 @@ NOTES = [
     "shipped (`Application(processing_guarantee=..., commit_interval=..., "
     'auto_offset_reset="earliest")`, State API for P2, `tumbling_window().agg(Sum).final()` '
     "for P3).",
+    "- Quix Streams runs from its own virtualenv (`.venv-quix`, `make quix-venv`) on the "
+    "confluent-kafka it pins (<2.13); eos-bridge and the hand loops on the project's newer one "
+    "(both librdkafka versions are listed below).",
     "- The hand-written loop and the raw copy use `consume(num_messages=2000)`, orjson, one "
     "produce per record, flush + synchronous commit every interval, librdkafka defaults plus "
     "eos-bridge's consumer fetch settings. Their P2/P3 state is a plain dict: nothing durable "

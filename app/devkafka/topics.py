@@ -58,8 +58,8 @@ def create_topic(
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         meta = admin.list_topics(name, timeout=5).topics.get(name)
-        ready = meta is not None and meta.error is None and len(meta.partitions) == partitions
-        if ready and all(p.leader >= 0 for p in meta.partitions.values()):
+        parts = list(meta.partitions.values()) if meta is not None and meta.error is None else []
+        if len(parts) == partitions and all(p.leader >= 0 for p in parts):
             return
         time.sleep(0.1)
     raise TimeoutError(f"topic {name!r} has no leader for every partition after {timeout}s")

@@ -12,6 +12,21 @@ from dataclasses import dataclass
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
+QUIX_VENV = REPO / ".venv-quix"
+
+
+def quix_python() -> Path:
+    """The interpreter of Quix Streams' own virtualenv (``make quix-venv``; ``QUIX_PYTHON``
+    overrides it).
+
+    Quix 3.28 pins confluent-kafka <2.13 and pydantic-settings <2.16; the bridge runs newer
+    ones, so Quix never shares the bridge's environment.
+    """
+    # Not resolved: the venv's python is a symlink whose location selects the venv.
+    python = Path(os.environ.get("QUIX_PYTHON", str(QUIX_VENV / "bin" / "python")))
+    if not python.exists():
+        raise FileNotFoundError(f"no Quix Streams virtualenv at {python}: run `make quix-venv`")
+    return python
 
 
 @dataclass(slots=True, frozen=True)
@@ -56,7 +71,7 @@ class Contender:
             "--commit-interval", str(job.commit_interval), "--pipeline", job.pipeline,
         ]  # fmt: skip
         if self.kind == "quix":
-            argv = [sys.executable, "-m", "bench.contenders.quix", *common]
+            argv = [str(quix_python()), "-m", "bench.contenders.quix", *common]
             argv += ["--guarantee", self.guarantee, "--state-dir", str(job.state_dir)]
             return argv, env
         argv = [sys.executable, "-m", "bench.contenders.hand", *common]

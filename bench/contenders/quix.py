@@ -3,8 +3,10 @@
 P2 counts with the State API (``apply(..., stateful=True)``), P3 with
 ``tumbling_window(...).agg(value=Sum("amount")).final()``. Stops on SIGTERM (Quix's handler).
 
-Quix runs as shipped; ``BENCH_QUIX_CONSUMER_EXTRA`` (JSON librdkafka settings) passes extra
-consumer settings to check how much a setting would change it.
+Runs in Quix's own virtualenv (``make quix-venv``: Quix pins an older confluent-kafka than the
+bridge runs), started by :mod:`bench.contenders`. Quix runs as shipped;
+``BENCH_QUIX_CONSUMER_EXTRA`` (JSON librdkafka settings) passes extra consumer settings to check
+how much a setting would change it.
 """
 
 from __future__ import annotations

@@ -1,84 +1,34 @@
 """Acceptance 5: a changelog written by a real Quix Streams 3.28 application is recovered by our
-recovery code with the same filtering outcome as Quix's own recovery rule."""
+recovery code with the same filtering outcome as Quix's own recovery rule.
+
+Quix runs in its own virtualenv (``make quix-venv``): the app and Quix's ``RecoveryPartition``
+are subprocesses (:mod:`tests.support.quix_app`, :mod:`tests.support.quix_oracle`)."""
 
 from __future__ import annotations
 
 import subprocess
-import sys
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import orjson
 import pytest
 from confluent_kafka import TopicPartition
-from quixstreams.state.recovery import RecoveryPartition
 
-from app.devkafka.topics import KafkaRecord
 from app.pipeline import Pipeline
+from bench.contenders import quix_python
 from changelog.naming import changelog_topic_name
 from tests.support.bridge import REPO
 from tests.support.kafka import KafkaFixture
+from tests.support.quix import QuixOracle
 from tests.support.statekafka import open_backend, recover_all, state_settings
 
 pytestmark = pytest.mark.integration
 
 
-class QuixMessage:
-    """A read-back record in the shape Quix's recovery code reads (confluent Message methods)."""
-
-    def __init__(self, record: KafkaRecord) -> None:
-        self._r = record
-
-    def headers(self) -> list[tuple[str, bytes]]:
-        return list(self._r.headers)
-
-    def key(self) -> bytes | None:
-        return self._r.key
-
-    def value(self) -> bytes | None:
-        return self._r.value
-
-    def offset(self) -> int:
-        return self._r.offset
-
-
-class RecordingStorePartition:
-    """The StorePartition side of Quix's RecoveryPartition: keeps what Quix decided to apply."""
-
-    def __init__(self) -> None:
-        self.data: dict[tuple[str, bytes], bytes] = {}
-        self.applied = 0
-
-    def recover_from_changelog_message(
-        self, cf_name: str, key: bytes, value: bytes | None, offset: int, **_: Any
-    ) -> None:
-        self.applied += 1
-        if value is None:
-            self.data.pop((cf_name, key), None)
-        else:
-            self.data[(cf_name, key)] = value
-
-    def write_changelog_offset(self, offset: int) -> None:
-        pass
-
-    def get_changelog_offset(self) -> None:
-        return None
-
-    def has_incomplete_ttl_migration(self) -> bool:
-        return False
-
-    def complete_recovery(self) -> None:
-        pass
-
-
-def quix_reference(
-    records: list[KafkaRecord], committed: dict[str, int]
-) -> RecordingStorePartition:
-    store = RecordingStorePartition()
-    partition = RecoveryPartition("changelog", 0, store, committed, 0, 0)  # type: ignore[arg-type]
-    for record in records:
-        partition.recover_from_changelog_message(QuixMessage(record))  # type: ignore[arg-type]
-    return store
+@pytest.fixture(scope="module")
+def quix() -> Iterator[QuixOracle]:
+    with QuixOracle() as oracle:
+        yield oracle
 
 
 def run_quix(
@@ -86,7 +36,7 @@ def run_quix(
 ) -> None:
     args = [kafka.bootstrap, topic, group, str(state_dir), str(n), guarantee]
     proc = subprocess.run(
-        [sys.executable, "-m", "tests.support.quix_app", *args],
+        [str(quix_python()), "-m", "tests.support.quix_app", *args],
         cwd=REPO, capture_output=True, timeout=240, check=False,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr.decode(errors="replace")[-3000:]
@@ -100,7 +50,7 @@ def rewind_group(kafka: KafkaFixture, group: str, topic: str, offset: int) -> No
 
 @pytest.mark.parametrize("guarantee", ["at-least-once", "exactly-once"])
 def test_quix_changelog_recovers_with_quix_filtering(
-    kafka: KafkaFixture, tmp_path: Path, guarantee: str
+    kafka: KafkaFixture, quix: QuixOracle, tmp_path: Path, guarantee: str
 ) -> None:
     src = kafka.create_topic(kafka.unique("quix-in"), 1)
     group = kafka.unique("quix")
@@ -115,10 +65,10 @@ def test_quix_changelog_recovers_with_quix_filtering(
     changelog = changelog_topic_name(group, src, "default")  # Quix's name for store "default"
     records = kafka.read_all(changelog)
     assert len(records) > 100, f"Quix wrote no usable changelog to {changelog}"
-    reference = quix_reference(records, {src: committed})
-    everything = quix_reference(records, {src: n})
-    assert 0 < reference.applied < everything.applied, "the filter must skip some records"
-    assert reference.data != everything.data
+    applied, reference = quix.recover(records, {src: committed})
+    applied_all, everything = quix.recover(records, {src: n})
+    assert 0 < applied < applied_all, "the filter must skip some records"
+    assert reference != everything
 
     settings = state_settings(kafka, src, tmp_path / "ours", group)
     backend = open_backend(settings, Pipeline().count(name="default"))  # finds Quix's topic
@@ -126,6 +76,6 @@ def test_quix_changelog_recovers_with_quix_filtering(
     store = backend.partition("default", src, 0).store
     ours = {("default", k): v for k, v in store.scan(b"", b"\xff" * 8)}
     backend.close()
-    assert ours == reference.data
+    assert ours == reference
     counts = {k: orjson.loads(v) for (_, k), v in ours.items() if k.endswith(b'"count"')}
     assert sum(counts.values()) == committed, "each committed input counted exactly once"

@@ -1,13 +1,14 @@
-"""The pure changelog rules: filter, header encoding, naming — checked against Quix Streams."""
+"""The pure changelog rules: filter, header encoding, naming — checked against Quix Streams
+(asked of a process in Quix's own virtualenv, :class:`tests.support.quix.QuixOracle`)."""
 
 from __future__ import annotations
+
+from collections.abc import Iterator
 
 import orjson
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from quixstreams.state.recovery import RecoveryPartition
-from quixstreams.utils.json import dumps as quix_dumps
 
 from app.errors import ConfigError
 from changelog.filter import NO_COMMITTED_OFFSET, should_apply
@@ -20,30 +21,29 @@ from changelog.format import (
     processed_offset,
 )
 from changelog.naming import changelog_topic_name, validate_store_name
+from tests.support.quix import QuixOracle
 
 topics = st.sampled_from(["orders", "payments", "a.b-c_d"])
 offsets = st.integers(min_value=0, max_value=10**12)
 
 
-def quix_should_apply(processed: dict[str, int], committed: dict[str, int]) -> bool:
-    """Quix Streams' own rule (RecoveryPartition._should_apply_changelog), unbound."""
-    fake = type("P", (), {"_committed_offsets": committed})()
-    return bool(RecoveryPartition._should_apply_changelog(fake, processed_offsets=processed))
+@pytest.fixture(scope="module")
+def quix() -> Iterator[QuixOracle]:
+    with QuixOracle() as oracle:
+        yield oracle
 
 
-def test_header_names_are_quix_streams_names() -> None:
-    from quixstreams.state.metadata import (
-        CHANGELOG_CF_MESSAGE_HEADER,
-        CHANGELOG_PROCESSED_OFFSETS_MESSAGE_HEADER,
-    )
-
-    assert CF_HEADER == CHANGELOG_CF_MESSAGE_HEADER
-    assert PROCESSED_OFFSETS_HEADER == CHANGELOG_PROCESSED_OFFSETS_MESSAGE_HEADER
+def test_header_names_are_quix_streams_names(quix: QuixOracle) -> None:
+    names = quix.ask("constants")
+    assert names["cf_header"] == CF_HEADER
+    assert names["processed_offsets_header"] == PROCESSED_OFFSETS_HEADER
 
 
 @given(st.dictionaries(topics, offsets, max_size=3))
-def test_processed_offsets_header_is_byte_identical_to_quix(offsets_: dict[str, int]) -> None:
-    assert encode_processed_offsets(offsets_) == quix_dumps(offsets_)
+def test_processed_offsets_header_is_byte_identical_to_quix(
+    quix: QuixOracle, offsets_: dict[str, int]
+) -> None:
+    assert encode_processed_offsets(offsets_) == bytes.fromhex(quix.ask("dumps", value=offsets_))
     assert decode_processed_offsets(encode_processed_offsets(offsets_)) == offsets_
 
 
@@ -76,17 +76,17 @@ def test_filter_rule_examples() -> None:
     st.dictionaries(topics, st.one_of(offsets, st.just(NO_COMMITTED_OFFSET)), min_size=3),
 )
 def test_filter_rule_equals_quix_streams(
-    processed: dict[str, int], committed: dict[str, int]
+    quix: QuixOracle, processed: dict[str, int], committed: dict[str, int]
 ) -> None:
     committed = {
         t: committed.get(t, NO_COMMITTED_OFFSET) for t in ("orders", "payments", "a.b-c_d")
     }
-    assert should_apply(processed, committed) == quix_should_apply(processed, committed)
+    assert should_apply(processed, committed) == quix.should_apply(processed, committed)
 
 
 @given(st.lists(st.tuples(st.integers(1, 50), st.integers(0, 3), st.booleans()), max_size=30))
 def test_position_header_decides_like_last_processed_offset(
-    checkpoints: list[tuple[int, int, bool]],
+    quix: QuixOracle, checkpoints: list[tuple[int, int, bool]]
 ) -> None:
     """Each checkpoint processes n records, steps over m transaction markers, then commits or
     fails (and the input is rewound). Recovery then sees the final committed offset.
@@ -107,19 +107,19 @@ def test_position_header_decides_like_last_processed_offset(
         else:
             position = max(committed, 0)  # aborted: rewind to the committed offset
     last_commit = max((i for i, (_, _, c) in enumerate(history) if c), default=-1)
-    for i, (ours, quix, commits) in enumerate(history):
+    for i, (ours, quix_header, commits) in enumerate(history):
         decision = should_apply({"t": ours}, {"t": committed})
         if commits:
             assert decision
         elif i > last_commit:
             assert not decision
-        if quix < committed <= ours:
+        if quix_header < committed <= ours:
             # The only disagreement: a failed checkpoint whose trailing marker gap holds the
             # final committed offset. A later checkpoint committed its input, so its records
             # are superseded by that checkpoint's own changelog records either way.
             assert not commits and i < last_commit
         else:
-            assert decision == quix_should_apply({"t": quix}, {"t": committed})
+            assert decision == quix.should_apply({"t": quix_header}, {"t": committed})
 
 
 def test_changelog_topic_name_follows_quix_scheme() -> None:
