@@ -62,13 +62,13 @@ def preflight(settings: BridgeSettings) -> tuple[set[str], int | None]:
     conf = {"bootstrap.servers": settings.bootstrap_servers, **settings.client_common()}
     admin, existing = connect(conf, settings.startup_timeout)
     wanted = wanted_topics(settings)
-    require_topics(settings, wanted, settings.startup_timeout, existing)
     read = [w for w in wanted if w[0] == "input_topics"]
     written = [w for w in wanted if w[0] != "input_topics"]
     check_acls(
         admin, conf, read_topics=read, write_topics=written, group=settings.group_id,
-        timeout=settings.startup_timeout,
+        timeout=settings.startup_timeout, existing=existing,
     )  # fmt: skip
+    require_topics(settings, wanted, settings.startup_timeout, existing)
     return existing, _batch_limit(admin, [t for _, t in written], settings.startup_timeout)
 
 

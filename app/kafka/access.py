@@ -77,7 +77,8 @@ def connect(conf: Mapping[str, Any], timeout: float) -> tuple[AdminClient, set[s
     check_files(conf)
     errors = _FirstError()
     try:
-        admin = AdminClient({**conf, "error_cb": errors})
+        client_conf: dict[str, Any] = {**conf, "error_cb": errors}
+        admin = AdminClient(client_conf)
     except KafkaException as exc:  # e.g. a key that the configured password cannot decrypt
         hint = ""
         if "ssl.key" in _reason(exc):
@@ -133,17 +134,31 @@ def check_acls(
     write_topics: Iterable[tuple[str, str]],
     group: str,
     timeout: float,
+    existing: set[str],
 ) -> None:
     """The principal may READ its inputs, WRITE its outputs and READ its group.
 
-    ``read_topics`` / ``write_topics`` are (setting, topic) pairs, for the message. A broker
-    without an authorizer reports no authorized operations (None): nothing to check then.
+    ``read_topics`` / ``write_topics`` are (setting, topic) pairs, for the message; topics not
+    in ``existing`` (the cluster's listing) are checked for being hidden by a missing ACL and
+    otherwise left to the caller's "does not exist". A broker without an authorizer reports no
+    authorized operations (None): nothing to check then.
     """
     needs: dict[str, tuple[str, AclOperation]] = {}
     for setting, topic in read_topics:
         needs.setdefault(topic, (setting, AclOperation.READ))
     for setting, topic in write_topics:
         needs[topic] = (setting, AclOperation.WRITE)
+    for topic in [t for t in needs if t not in existing]:
+        # Missing from the listing: absent, or hidden because the principal may not even
+        # DESCRIBE it (Kafka does not tell which); asked by name, the broker says which.
+        meta = admin.list_topics(topic, timeout=timeout).topics.get(topic)
+        error = meta.error if meta is not None else None
+        if error is not None and error.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED:
+            setting, op = needs[topic]
+            raise _acl_error(conf, f"topic {topic!r} ({setting})", op, error.str())
+        del needs[topic]  # really absent: the caller reports it
+    if not needs:
+        return
     futures = admin.describe_topics(
         TopicCollection(list(needs)), request_timeout=timeout, include_authorized_operations=True
     )

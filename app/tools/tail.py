@@ -100,9 +100,11 @@ def _print_until_done(consumer: Consumer, args: argparse.Namespace, ends: dict[i
     pending = _pending(consumer, args.topic, ends, floor) if args.exit_at_end else None
     while pending is None or pending:
         for msg in consumer.consume(num_messages=500, timeout=0.5):
-            if msg.error() is not None:
-                raise ConfigError(f"tail {args.topic!r}: {msg.error().str()}")
-            if args.exit_at_end and msg.offset() >= ends.get(msg.partition(), 0):
+            error = msg.error()
+            if error is not None:
+                raise ConfigError(f"tail {args.topic!r}: {error.str()}")
+            offset, partition = msg.offset() or 0, msg.partition() or 0
+            if args.exit_at_end and offset >= ends.get(partition, 0):
                 continue  # past the end seen at start (another partition is still behind)
             print(render(msg, args.format), flush=True)
             printed += 1

@@ -18,6 +18,7 @@ from app.devkafka import LocalKafka
 from tests.integration.conftest import MakeBridge
 from tests.integration.test_bridge_eos import assert_exactly_once
 from tests.support.bridge import BridgeProcess, base_settings, json_records, wait_caught_up
+from tests.support.feed import Feeder, wait_for_open_transaction
 from tests.support.kafka import KafkaFixture, wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.cluster3, pytest.mark.chaos]
@@ -84,7 +85,7 @@ def test_coordinator_broker_sigkill_five_times(cluster3: LocalKafka, bridges: Ma
     dlq = kafka.create_topic(kafka.unique("dlq"), 1)
     settings = base_settings(
         kafka, src, out, dlq, group_id=group, call_timeout=CALL_TIMEOUT_S,
-        pipeline="tests.pipelines:throttled", batch_size=50, transaction_timeout_ms=30000,
+        pipeline="tests.pipelines:tagged", batch_size=50, transaction_timeout_ms=30000,
     )  # fmt: skip
     bridge: BridgeProcess = bridges(**settings).start()
     exits: list[int] = []
@@ -92,11 +93,14 @@ def test_coordinator_broker_sigkill_five_times(cluster3: LocalKafka, bridges: Ma
     def committed() -> int:
         return sum(max(0, o) for o in kafka.committed_offsets(group, src).values())
 
-    def progressed_past(mark: int) -> bool:
+    def supervise() -> None:
         if not bridge.running():
             exits.append(bridge.wait(0))  # the watchdog's exit 3: restart, as a pod would
             assert exits[-1] == 3, bridge.logs()[-3000:]
             bridge.start()
+
+    def progressed_past(mark: int) -> bool:
+        supervise()
         return committed() > mark
 
     def coordinators_on_target() -> bool:
@@ -104,18 +108,17 @@ def test_coordinator_broker_sigkill_five_times(cluster3: LocalKafka, bridges: Ma
             admin.elect_leaders(ElectionType.PREFERRED, internal).result(10)
         return all(leaders(admin, tp.topic)[tp.partition] == target for tp in internal)
 
+    feeder = Feeder(kafka, src, *json_records(100_000))
     for run in range(5):
-        # Input keeps flowing while the broker dies: the kill lands mid-transaction.
-        values, keys = json_records(20_000, start=run * 20_000)
-        kafka.seed(src, values, keys)
-        start = committed()
-        wait_until(lambda s=start: progressed_past(s + 500), RECOVERY_BOUND_S, f"run {run}")
+        # The kill lands while a transaction holds output records, and input keeps coming.
+        wait_for_open_transaction(kafka, feeder, group, out, 2_000, supervise, RECOVERY_BOUND_S)
         before = committed()
-        assert before < (run + 1) * 20_000, "the phase finished before the kill"
         cluster3.kill(target)
+        feeder.feed(2_000)
         wait_until(lambda b=before: progressed_past(b), RECOVERY_BOUND_S, f"after kill {run}")
         cluster3.restart(target)
         wait_until(coordinators_on_target, 120, f"coordinators back on {target}", step=2)
+    feeder.feed()
     wait_caught_up(kafka, group, src, 600, [bridge])
     assert bridge.terminate() == 0, bridge.logs()[-3000:]
     assert_exactly_once(kafka, src, out)

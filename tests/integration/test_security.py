@@ -14,13 +14,20 @@ from typing import Any
 import orjson
 import pytest
 from confluent_kafka import Producer
-from confluent_kafka.admin import AdminClient
+from confluent_kafka.admin import AdminClient, ResourceType
 
 from app.devkafka import LocalKafka
 from app.devkafka.cluster import free_port
 from app.devkafka.security import MTLS_CLIENT_CN, bridge_acls, create_acls
 from tests.integration.conftest import MakeBridge
-from tests.support.bridge import base_settings, bridge_topics, json_records, wait_caught_up
+from tests.support.bridge import (
+    REPO,
+    BridgeProcess,
+    base_settings,
+    bridge_topics,
+    json_records,
+    wait_caught_up,
+)
 from tests.support.kafka import KafkaFixture
 
 pytestmark = pytest.mark.integration
@@ -133,3 +140,74 @@ def test_dev_kafka_secure_writes_working_bridge_settings(tmp_path: Path) -> None
             assert reports == [None], f"{name}: {reports}"
     finally:
         subprocess.run([*cli, "stop", "--dir", str(home)], capture_output=True, timeout=60)
+
+
+def _refused_start(
+    secure: LocalKafka, listener: str, tmp_path: Path, change: dict[str, Any], drop: str | None
+) -> tuple[int, str]:
+    """Start a bridge over ``listener`` with ``change`` applied to its settings and every ACL
+    it needs except those of ``drop`` ("topic:READ", "topic:WRITE", "group", "txn"); returns
+    its exit code and output."""
+    admin = KafkaFixture(secure.bootstrap)
+    src, out, dlq = bridge_topics(admin)
+    settings = base_settings(admin, src, out, dlq, startup_timeout=20)
+    principal = "User:bridge" if listener == "sasl_ssl" else f"User:{MTLS_CLIENT_CN}"
+    wanted = bridge_acls(
+        principal, inputs=[src], outputs=[out, dlq], group=settings["group_id"],
+        transactional_id_prefix=settings["group_id"],
+    )  # fmt: skip
+    dropped = {
+        "topic:READ": lambda b: b.restype == ResourceType.TOPIC and b.name == src,
+        "topic:WRITE": lambda b: b.restype == ResourceType.TOPIC and b.name == out,
+        "group": lambda b: b.restype == ResourceType.GROUP,
+        "txn": lambda b: b.restype == ResourceType.TRANSACTIONAL_ID,
+    }
+    keep = dropped[drop] if drop else (lambda b: False)
+    create_acls(secure.bootstrap, [b for b in wanted if not keep(b)])
+    client, _ = _client_settings(secure, listener)
+    merged = {**settings, **client}
+    merged["kafka"] = {**client["kafka"], **change.pop("kafka", {})}
+    merged.update(change)
+    merged["kafka"].pop("debug", None)
+    env = BridgeProcess(tmp_path, **merged).env()
+    proc = subprocess.run(
+        [sys.executable, "-m", "app.cli", "run"], env=env, cwd=REPO, capture_output=True,
+        text=True, timeout=120, check=False,
+    )  # fmt: skip
+    return proc.returncode, proc.stdout + proc.stderr
+
+
+NEGATIVE = {
+    "wrong password": (
+        "sasl_ssl", {"sasl_password": "not-the-password"}, None,
+        "authentication of User:bridge (SCRAM-SHA-512) at",
+    ),
+    "CA file missing": (
+        "sasl_ssl", {"kafka": {"ssl.ca.location": "/nonexistent/ca.pem"}}, None,
+        "ssl.ca.location='/nonexistent/ca.pem' (BRIDGE_KAFKA): no readable file there",
+    ),
+    "wrong CA": ("sasl_ssl", {"kafka": {"ssl.ca.location": "CLIENT_CERT"}}, None, "TLS handshake"),
+    "wrong key password": (
+        "mtls", {"kafka": {"ssl.key.password": "wrong"}}, None, "Check ssl.key.password",
+    ),
+    "no READ on the input": ("sasl_ssl", {}, "topic:READ", "may not READ topic"),
+    "no WRITE on the output": ("sasl_ssl", {}, "topic:WRITE", "may not WRITE topic"),
+    "no READ on the group": ("mtls", {}, "group", "may not READ group"),
+    "no WRITE on the transactional id": ("sasl_ssl", {}, "txn", "may not use transactional.id"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", list(NEGATIVE))
+def test_access_problems_refuse_to_start_with_one_line(
+    secure: LocalKafka, tmp_path: Path, case: str
+) -> None:
+    listener, change, drop, expected = NEGATIVE[case]
+    assert secure.security is not None
+    change = {**change}
+    if change.get("kafka", {}).get("ssl.ca.location") == "CLIENT_CERT":
+        change["kafka"] = {"ssl.ca.location": str(secure.security.client_cert)}
+    code, output = _refused_start(secure, listener, tmp_path, change, drop)
+    assert code == 2, output[-3000:]
+    errors = [line for line in output.splitlines() if " ERROR " in line]
+    assert len(errors) == 1 and expected in errors[0], output[-3000:]
+    assert "Traceback" not in output

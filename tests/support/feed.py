@@ -10,7 +10,7 @@ another chunk each time the bridge has caught up.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from tests.support.bridge import BridgeProcess, wait_caught_up
 from tests.support.kafka import KafkaFixture
@@ -56,6 +56,34 @@ def caught_up(kafka: KafkaFixture, group: str, topic: str) -> bool:
     return all(end == 0 or committed.get(p, -1) >= end for p, end in ends.items())
 
 
+def wait_for_open_transaction(
+    kafka: KafkaFixture,
+    feeder: Feeder,
+    group: str,
+    out: str,
+    chunk: int,
+    check: Callable[[], None] = lambda: None,
+    timeout: float = 300,
+) -> None:
+    """Return once a transaction holds records on ``out``.
+
+    Each time the group has committed everything fed so far, the next ``chunk`` is fed, so the
+    bridge always has work and an open transaction always comes (it stays open for a whole
+    commit interval). ``check`` runs on every look (e.g. fail or restart a bridge that exited).
+    """
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        check()
+        if open_records(kafka, out) > 0:
+            return
+        if caught_up(kafka, group, feeder.topic):
+            if not feeder.feed(chunk):
+                raise AssertionError("input ran out before an open transaction was seen")
+        else:
+            time.sleep(0.05)
+    raise AssertionError(f"no open transaction on {out} within {timeout}s")
+
+
 def kill_in_open_transaction(
     kafka: KafkaFixture,
     bridge: BridgeProcess,
@@ -67,27 +95,23 @@ def kill_in_open_transaction(
 ) -> None:
     """SIGKILL ``bridge`` while its transaction holds records on ``out``.
 
-    Each time the group has committed everything fed so far, the next ``chunk`` is fed, so the
-    bridge always has work and an open transaction always comes (it stays open for a whole
-    commit interval). If the transaction happened to commit between the look and the kill,
-    the bridge is restarted and the look repeated: the kill that counts leaves records behind
-    that only ``read_uncommitted`` sees.
+    If the transaction happened to commit between the look and the kill, the bridge is
+    restarted and the look repeated: the kill that counts leaves records behind that only
+    ``read_uncommitted`` sees.
     """
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+
+    def alive() -> None:
         if not bridge.running():
             raise AssertionError(f"bridge exited before the kill:\n{bridge.logs()[-3000:]}")
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        wait_for_open_transaction(kafka, feeder, group, out, chunk, alive, timeout)
+        bridge.kill()
         if open_records(kafka, out) > 0:
-            bridge.kill()
-            if open_records(kafka, out) > 0:
-                return
-            bridge.start()  # committed just before the kill: try again
-        elif caught_up(kafka, group, feeder.topic):
-            if not feeder.feed(chunk):
-                raise AssertionError("input ran out before an open transaction was seen")
-        else:
-            time.sleep(0.05)
-    raise AssertionError(f"no open transaction on {out} within {timeout}s")
+            return
+        bridge.start()  # committed just before the kill: try again
+    raise AssertionError(f"no kill inside an open transaction on {out} within {timeout}s")
 
 
 def feed_and_catch_up(
