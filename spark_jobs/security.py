@@ -5,7 +5,8 @@ The jobs read what the bridge reads (and what the Helm chart mounts from Secrets
 - the ``kafka:`` map of the bridge's config file (``$BRIDGE_CONFIG_FILE``), librdkafka names:
   ``security.protocol``, ``sasl.mechanisms``, ``ssl.ca.location``, ``ssl.certificate.location``,
   ``ssl.key.location``, ``ssl.endpoint.identification.algorithm``;
-- ``BRIDGE_KAFKA__<key>`` variables, which win over the file (the chart passes the client key's
+- ``BRIDGE_KAFKA`` (a JSON object, as ``eos-bridge dev-kafka --secure`` writes it) and
+  ``BRIDGE_KAFKA__<key>`` variables, which win over the file (the chart passes the client key's
   password as ``BRIDGE_KAFKA__ssl.key.password``);
 - ``BRIDGE_SASL_USERNAME`` / ``BRIDGE_SASL_PASSWORD``.
 
@@ -15,6 +16,7 @@ stores for TLS. ``--kafka-option`` still wins for anything set here.
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -45,6 +47,15 @@ def bridge_kafka_settings(env: Mapping[str, str]) -> dict[str, str]:
         except (OSError, yaml.YAMLError) as exc:
             raise JobConfigError(f"{CONFIG_FILE_ENV}={path}: cannot read it ({exc})") from None
         settings.update({str(k): str(v) for k, v in (doc.get("kafka") or {}).items()})
+    whole = env.get("BRIDGE_KAFKA")  # the bridge's JSON form, as dev-kafka --secure writes it
+    if whole:
+        try:
+            doc = json.loads(whole)
+        except ValueError as exc:
+            raise JobConfigError(f"BRIDGE_KAFKA is not a JSON object ({exc})") from None
+        if not isinstance(doc, dict):
+            raise JobConfigError("BRIDGE_KAFKA is not a JSON object")
+        settings.update({str(k): str(v) for k, v in doc.items()})
     for name, value in env.items():
         if name.upper().startswith(_NESTED_PREFIX):
             settings[name[len(_NESTED_PREFIX) :].lower()] = value

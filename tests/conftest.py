@@ -47,3 +47,15 @@ def cluster3(tmp_path: Path) -> Iterator[LocalKafka]:
         yield cluster
     finally:
         cluster.stop()
+
+
+@pytest.fixture(scope="session")
+def secure(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalKafka]:
+    """A broker with SASL_SSL (SCRAM), mTLS and ACLs (app.devkafka.security); the admin's
+    PLAINTEXT listener is ``.bootstrap``."""
+    cluster = LocalKafka(tmp_path_factory.mktemp("secure-kafka"), secure=True, heap="512m")
+    cluster.start(timeout=120)
+    try:
+        yield cluster
+    finally:
+        cluster.stop()

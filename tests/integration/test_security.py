@@ -7,7 +7,6 @@ from __future__ import annotations
 import subprocess
 import sys
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -31,16 +30,6 @@ from tests.support.bridge import (
 from tests.support.kafka import KafkaFixture
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture(scope="module")
-def secure(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalKafka]:
-    cluster = LocalKafka(tmp_path_factory.mktemp("secure-kafka"), secure=True, heap="512m")
-    cluster.start(timeout=120)
-    try:
-        yield cluster
-    finally:
-        cluster.stop()
 
 
 def _client_settings(cluster: LocalKafka, listener: str) -> tuple[dict[str, Any], list[str]]:
