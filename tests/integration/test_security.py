@@ -13,7 +13,14 @@ from typing import Any
 import orjson
 import pytest
 from confluent_kafka import Producer
-from confluent_kafka.admin import AdminClient, ResourceType
+from confluent_kafka.admin import (
+    AclBinding,
+    AclOperation,
+    AclPermissionType,
+    AdminClient,
+    ResourcePatternType,
+    ResourceType,
+)
 
 from app.devkafka import LocalKafka
 from app.devkafka.cluster import free_port
@@ -24,6 +31,7 @@ from tests.support.bridge import (
     BridgeProcess,
     base_settings,
     bridge_topics,
+    http_get,
     json_records,
     wait_caught_up,
 )
@@ -56,13 +64,17 @@ def _client_settings(cluster: LocalKafka, listener: str) -> tuple[dict[str, Any]
 
 @pytest.mark.parametrize("listener", ["sasl_ssl", "mtls"])
 def test_bridge_moves_records_exactly_once_over_a_secure_listener(
-    secure: LocalKafka, bridges: MakeBridge, listener: str
+    secure: LocalKafka, bridges: MakeBridge, listener: str, tmp_path: Path
 ) -> None:
+    """Exactly once over the listener with only the ACLs the bridge needs; then ``verify`` and
+    ``check-config`` with the same settings; no secret in any output (logs at DEBUG with
+    librdkafka's security debugging, /metrics, verify, check-config)."""
     admin = KafkaFixture(secure.bootstrap)  # the super user's PLAINTEXT door
     src, out, dlq = bridge_topics(admin)
     values, keys = json_records(5000)
     admin.seed(src, values, keys)
-    settings = base_settings(admin, src, out, dlq, log_level="DEBUG")
+    port = free_port()
+    settings = base_settings(admin, src, out, dlq, log_level="DEBUG", http_port=port)
     principal = "User:bridge" if listener == "sasl_ssl" else f"User:{MTLS_CLIENT_CN}"
     create_acls(
         secure.bootstrap,
@@ -77,6 +89,8 @@ def test_bridge_moves_records_exactly_once_over_a_secure_listener(
     client, secrets = _client_settings(secure, listener)
     bridge = bridges(**{**settings, **client}).start()
     wait_caught_up(admin, settings["group_id"], src, 180, [bridge])
+    metrics = http_get(port, "/metrics")[1]
+    assert "eos_bridge_records_in_total" in metrics
     assert bridge.terminate() == 0, bridge.logs()[-3000:]
 
     ids = Counter(orjson.loads(r.value)["id"] for r in admin.read_all(out))
@@ -84,8 +98,36 @@ def test_bridge_moves_records_exactly_once_over_a_secure_listener(
     assert admin.end_offsets(out, True) == admin.end_offsets(out, False)
     logs = bridge.logs()
     assert "SASL" in logs or "SSL" in logs, "librdkafka's security debug lines are missing"
+
+    # verify reads the output and DLQ too, in a group of its own.
+    literal = ResourcePatternType.LITERAL
+    create_acls(
+        secure.bootstrap,
+        [
+            AclBinding(
+                kind, name, literal, principal, "*", AclOperation.READ, AclPermissionType.ALLOW
+            )
+            for kind, name in (
+                (ResourceType.TOPIC, out),
+                (ResourceType.TOPIC, dlq),
+                (ResourceType.GROUP, "*"),
+            )
+        ],
+    )
+    env = BridgeProcess(tmp_path, **{**settings, **client}).env()
+    outputs = [logs, metrics]
+    for command in (
+        ["verify", "--input", src, "--output", out, "--dlq", dlq, "--id-field", "id"],
+        ["check-config"],
+    ):
+        done = subprocess.run(
+            [sys.executable, "-m", "app.cli", *command], env=env, cwd=REPO,
+            capture_output=True, text=True, timeout=180, check=False,
+        )  # fmt: skip
+        assert done.returncode == 0, f"{command[0]}: {done.stdout}{done.stderr}"[-3000:]
+        outputs.append(done.stdout + done.stderr)
     for secret in secrets:
-        assert secret not in logs, "a secret was printed"
+        assert not any(secret in text for text in outputs), "a secret was printed"
 
 
 def test_secure_listeners_refuse_a_client_without_credentials(secure: LocalKafka) -> None:
