@@ -74,6 +74,10 @@ class BrokerProcess:
     controller_port: int
     directory: Path
     pid: int | None = None
+    # Optional second client listener for a proxy in front of the broker (chaos tests): the
+    # broker listens on ``proxied_port`` and advertises ``advertised_proxy_port`` on it.
+    proxied_port: int | None = None
+    advertised_proxy_port: int | None = None
     _proc: subprocess.Popen[bytes] | None = field(default=None, repr=False)
 
     @property
@@ -110,6 +114,11 @@ class LocalKafka:
         tied_to_parent: brokers die with this Python process (tests); False for ``dev-kafka``.
         first_port: fixed client port of broker 1 (others free); None picks free ports.
         heap: JVM max heap per broker.
+        proxy_ports: one port per broker where a TCP proxy (Toxiproxy) will listen; each
+            broker then gets a second client listener (``BrokerProcess.proxied_port``) that
+            advertises its proxy's port, so clients bootstrapped through the proxies stay
+            behind them. The brokers' own listener and replication are not proxied.
+        overrides: extra ``server.properties`` settings for every broker.
     """
 
     def __init__(
@@ -120,6 +129,8 @@ class LocalKafka:
         tied_to_parent: bool = True,
         first_port: int | None = None,
         heap: str = "768m",
+        proxy_ports: list[int] | None = None,
+        overrides: dict[str, object] | None = None,
     ) -> None:
         if brokers not in (1, 3):
             raise ValueError(f"brokers must be 1 or 3, not {brokers}")
@@ -127,18 +138,28 @@ class LocalKafka:
         self.tied_to_parent = tied_to_parent
         self.heap = heap
         self._first_port = first_port
+        if proxy_ports is not None and len(proxy_ports) != brokers:
+            raise ValueError(f"proxy_ports needs one port per broker, got {proxy_ports}")
+        self.proxy_ports = proxy_ports
+        self.overrides = dict(overrides or {})
         self.brokers: list[BrokerProcess] = []
         self._pick_ports(brokers)
         self._classpath = ""
 
     def _pick_ports(self, brokers: int) -> None:
-        ports = free_ports(2 * brokers)
+        proxied = self.proxy_ports is not None
+        ports = free_ports((3 if proxied else 2) * brokers)
         if self._first_port:
             ports[0] = self._first_port
         self.brokers = [
             BrokerProcess(i + 1, ports[2 * i], ports[2 * i + 1], self.directory / f"broker-{i + 1}")
             for i in range(brokers)
         ]
+        if self.proxy_ports is not None:
+            for broker, own, proxy in zip(
+                self.brokers, ports[2 * brokers :], self.proxy_ports, strict=True
+            ):
+                broker.proxied_port, broker.advertised_proxy_port = own, proxy
 
     @property
     def bootstrap(self) -> str:
@@ -298,6 +319,15 @@ class LocalKafka:
             "num.io.threads": 4,
             "log.cleaner.dedupe.buffer.size": 8 * 1024 * 1024,
         }
+        if broker.proxied_port is not None:
+            proxied = f"PROXIED://127.0.0.1:{broker.proxied_port}"
+            advertised = f"PROXIED://127.0.0.1:{broker.advertised_proxy_port}"
+            settings["listeners"] = f"{settings['listeners']},{proxied}"
+            settings["advertised.listeners"] = f"{settings['advertised.listeners']},{advertised}"
+            settings["listener.security.protocol.map"] = (
+                "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT,PROXIED:PLAINTEXT"
+            )
+        settings.update(self.overrides)
         return "".join(f"{k}={v}\n" for k, v in settings.items())
 
     def _jvm(self, java: str, broker: BrokerProcess) -> list[str]:
@@ -386,6 +416,8 @@ class LocalKafka:
         cluster.tied_to_parent = False
         cluster.heap = "768m"
         cluster._classpath = ""
+        cluster.proxy_ports = None
+        cluster.overrides = {}
         cluster.brokers = [
             BrokerProcess(
                 b["node_id"], b["port"], b["controller_port"], Path(b["directory"]), b["pid"]
