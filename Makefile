@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo test lint unit bench dev-kafka-stop clean
+.PHONY: install demo test lint unit bench chaos dev-kafka-stop clean
 
 $(STAMP): pyproject.toml
 	@command -v $(PYTHON) >/dev/null || { echo "Python 3.11+ is required (apt-get install -y python3 python3-venv)"; exit 1; }
@@ -35,6 +35,14 @@ test: lint
 # Benchmarks (own local broker, ~40 min; BENCH_ARGS="--records 200000" for a quick run).
 bench: $(STAMP)
 	$(BIN)/python -m bench $(BENCH_ARGS)
+
+# Seeded nemesis (tests/chaos/nemesis.py): ROUNDS rounds of random broker, bridge and network
+# faults on 3 brokers and 2-3 bridge instances, each checked by the exactly-once oracle.
+# The same SEED replays the same rounds; `make test` runs one round of it.
+ROUNDS ?= 10
+SEED ?= 1
+chaos: $(STAMP)
+	$(BIN)/python -m tests.chaos.nemesis --rounds $(ROUNDS) --seed $(SEED)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
