@@ -28,7 +28,7 @@ from tests.chaos.faults import FAULTS
 from tests.chaos.scene import Scene
 from tests.support.chaos import Rig
 
-RECORDS_PER_ROUND = 20_000
+RECORDS_PER_ROUND = 100_000  # a pool: a round feeds what its faults need
 STALL_PIPELINE = "tests.chaos.pipelines:stall_once"
 
 

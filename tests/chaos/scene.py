@@ -20,16 +20,17 @@ from tests.support.feed import Feeder
 
 
 class Scene:
-    """Fresh topics (4 partitions), ``records`` inputs fed in phases, bridges as subprocesses.
+    """Fresh topics (4 partitions), input fed in phases, bridges as subprocesses.
 
     Args:
         rig: the shared 3-broker cluster.
         log_dir: where bridge logs go.
-        records: how many input records the scenario has in total.
+        records: the pool of input records the scenario may feed (faults feed chunks until an
+            open transaction is seen, so how many get fed varies; the oracle checks what was).
         proxied: bridges bootstrap through Toxiproxy (network-fault scenarios).
     """
 
-    def __init__(self, rig: Rig, log_dir: Path, records: int = 20_000, proxied: bool = False,
+    def __init__(self, rig: Rig, log_dir: Path, records: int = 100_000, proxied: bool = False,
                  partitions: int = 4, **extra: Any) -> None:  # fmt: skip
         self.rig = rig
         self.kafka = rig.kafka
@@ -74,13 +75,14 @@ class Scene:
         """Return once a bridge's transaction holds records on the output topic."""
         wait_open_transaction(self.kafka, self.sup, self.feeder, self.group, self.out, chunk)
 
-    def finish(self) -> Verdict:
-        """Heal everything, bridge the rest of the input, stop, and run the oracle."""
+    def finish(self, final: int = 1000) -> Verdict:
+        """Heal everything, feed a ``final`` chunk, wait until it is committed, stop the
+        bridges and run the oracle on everything fed."""
         self.rig.heal()
         for bridge in self.bridges:
             if bridge.proc is not None and bridge.running():
                 bridge.proc.send_signal(18)  # SIGCONT: a paused bridge must go on
-        self.feed_and_commit(None)
+        self.feed_and_commit(final)
         self.sup.stop_all()
         self.watcher.stop()
         return check_exactly_once(self.kafka, self.src, self.out, self.dlq, self.group,

@@ -45,7 +45,7 @@ def test_zombie_paused_past_session_timeout_is_fenced(scene_factory: MakeScene) 
     os.kill(zombie.pid, signal.SIGCONT)  # the zombie wakes up with its stale transaction
     scene.feed_and_commit(4000)
     verdict = scene.finish()
-    assert verdict.records == 20_000
+    assert verdict.records == scene.feeder.fed
     assert verdict.aborted_uncommitted > 0, "the zombie's open transaction must be aborted"
 
 
@@ -58,12 +58,12 @@ def test_step_stalls_past_transaction_timeout(
     # One instance: the stall holds an open transaction and lasts until the broker aborted it.
     faults.stall_step(scene, random.Random(14))
     verdict = scene.finish()
-    assert verdict.records == 20_000
+    assert verdict.records == scene.feeder.fed
     assert verdict.aborted_uncommitted > 0, "the stalled transaction must be aborted"
 
 
 def test_rolling_restart_of_bridge_instances_under_load(scene_factory: MakeScene) -> None:
-    scene = scene_factory(records=12_000).start(3)
+    scene = scene_factory().start(3)
     scene.feed_and_commit(3000)
     faults.rolling_bridge_restart(scene, random.Random(14))
-    assert scene.finish().records == 12_000
+    assert scene.finish().records == scene.feeder.fed

@@ -21,20 +21,12 @@ pytestmark = [pytest.mark.integration, pytest.mark.chaos]
 MakeScene = Callable[..., Scene]
 
 
-def test_helpers_name_the_right_brokers(rig: Rig, scene_factory: MakeScene) -> None:
-    scene = scene_factory(records=2000).start()
-    scene.feed_and_commit(2000)
+def _target(rig: Rig, scene: Scene, role: str) -> int:
     assert not rig.unclean_election_enabled()
-    # The group coordinator the broker reports is the leader of the group's offsets partition:
-    # the same rule names the transaction coordinator.
+    # The group coordinator the broker reports is the leader of the group's offsets partition;
+    # the same rule (Utils.abs(hashCode) % partitions) names the transaction coordinator.
     offsets_partition = java_hash_partition(scene.group, 10)
     assert rig.group_coordinator(scene.group) == rig.leader("__consumer_offsets", offsets_partition)
-    assert rig.transaction_coordinator(scene.transactional_ids[0]) in (1, 2, 3)
-    assert java_hash_partition("", 10) == 0 and java_hash_partition("a", 10) == 97 % 10
-    scene.finish()
-
-
-def _target(rig: Rig, scene: Scene, role: str) -> int:
     if role == "partition leader":
         return rig.leader(scene.out, 0)
     if role == "transaction coordinator":
@@ -46,21 +38,21 @@ def _target(rig: Rig, scene: Scene, role: str) -> int:
     "role", ["partition leader", "transaction coordinator", "group coordinator"]
 )
 def test_sigkill_and_restart_broker(rig: Rig, scene_factory: MakeScene, role: str) -> None:
-    scene = scene_factory(records=12_000).start()
+    scene = scene_factory().start()
     scene.feed_and_commit(4000)
     faults.kill_and_restart(scene, _target(rig, scene, role))
-    assert scene.finish().records == 12_000
+    assert scene.finish().records == scene.feeder.fed
 
 
 def test_rolling_restart_of_all_brokers(scene_factory: MakeScene) -> None:
-    scene = scene_factory(records=12_000).start()
+    scene = scene_factory().start()
     scene.feed_and_commit(2000)
     faults.rolling_broker_restart(scene, random.Random(14))
-    assert scene.finish().records == 12_000
+    assert scene.finish().records == scene.feeder.fed
 
 
 def test_broker_paused_past_request_timeout(rig: Rig, scene_factory: MakeScene) -> None:
-    scene = scene_factory(records=12_000).start()
+    scene = scene_factory().start()
     scene.feed_and_commit(4000)
     faults.pause_and_resume(scene, rig.transaction_coordinator(scene.transactional_ids[0]))
-    assert scene.finish().records == 12_000
+    assert scene.finish().records == scene.feeder.fed

@@ -24,7 +24,7 @@ MakeScene = Callable[..., Scene]
 
 @pytest.mark.parametrize("fault", ["latency", "blackhole-coordinator", "bandwidth", "reset-peer"])
 def test_network_fault(scene_factory: MakeScene, fault: str) -> None:
-    scene = scene_factory(records=12_000, proxied=True).start()
+    scene = scene_factory(proxied=True).start()
     scene.feed_and_commit(4000)
     faults.FAULTS[fault](scene, random.Random(14))
-    assert scene.finish().records == 12_000
+    assert scene.finish().records == scene.feeder.fed

@@ -47,7 +47,9 @@ REQUEST_TIMEOUT_MS = 5000
 SESSION_TIMEOUT_MS = 6000
 TRANSACTION_TIMEOUT_MS = 10_000
 FAST_FAULTS: dict[str, object] = {
-    "commit_interval": 0.5,
+    # Transactions stay open for a second: long enough for the test to see one and land a
+    # fault in it, well below a third of the transaction timeout (config validation).
+    "commit_interval": 1.0,
     "transaction_timeout_ms": TRANSACTION_TIMEOUT_MS,
     "kafka": {"socket.timeout.ms": REQUEST_TIMEOUT_MS, "reconnect.backoff.max.ms": 1000},
     "consumer": {"session.timeout.ms": SESSION_TIMEOUT_MS, "heartbeat.interval.ms": 1000},
