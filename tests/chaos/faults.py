@@ -121,7 +121,6 @@ def stall_step(scene: Scene, rng: random.Random) -> None:
 
     try:
         for _ in range(20):
-            stalled.unlink(missing_ok=True)
             marker.write_text("stall")
             scene.sup.wait(stuck, 300, "the step to stall")
             if not single:
@@ -130,7 +129,9 @@ def stall_step(scene: Scene, rng: random.Random) -> None:
             if open_records(scene.kafka, scene.out) > 0:
                 scene.sup.wait(lambda: open_records(scene.kafka, scene.out) == 0, 120, "abort")
                 return
-            marker.unlink()  # stalled between two transactions: release and arm again
+            # Stalled between two transactions: release, wait until the step went on, re-arm.
+            marker.unlink()
+            scene.sup.wait(lambda: not stalled.exists(), 60, "the step to go on")
         raise AssertionError("the step never stalled inside an open transaction")
     finally:
         marker.unlink(missing_ok=True)

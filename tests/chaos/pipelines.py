@@ -15,13 +15,16 @@ from app.pipeline import Pipeline
 
 
 def _stall_once(value: Any) -> Any:
-    """When ``$CHAOS_STALL_DIR/stall`` exists and ``stalled`` does not, write ``stalled`` (the
-    test then knows the step is stuck) and block until the test removes ``stall``."""
+    """When ``$CHAOS_STALL_DIR/stall`` exists, write ``stalled`` (the test then knows the step
+    is stuck), block until the test removes ``stall``, then remove ``stalled`` (the test then
+    knows the step went on and may arm the next stall)."""
     marker = Path(os.environ.get("CHAOS_STALL_DIR", "/nonexistent")) / "stall"
-    if marker.exists() and not marker.with_name("stalled").exists():
-        marker.with_name("stalled").write_text(str(os.getpid()))
+    if marker.exists():
+        stalled = marker.with_name("stalled")
+        stalled.write_text(str(os.getpid()))
         while marker.exists():
             time.sleep(0.05)  # the test removes the marker: no timing decided here
+        stalled.unlink()
     return value
 
 
