@@ -15,7 +15,7 @@ import signal
 from collections.abc import Callable
 from pathlib import Path
 
-from tests.chaos.scene import Scene
+from tests.chaos.scene import BATCH, Scene
 from tests.support.chaos import REQUEST_TIMEOUT_MS, TRANSACTION_TIMEOUT_MS
 from tests.support.feed import caught_up, open_records
 from tests.support.toxiproxy import toxic_everywhere
@@ -115,13 +115,17 @@ def stall_step(scene: Scene, rng: random.Random) -> None:
     def stuck() -> bool:
         if stalled.exists():
             return True
-        if caught_up(scene.kafka, scene.group, scene.src) and not scene.feeder.feed(CHUNK // 2):
+        if caught_up(scene.kafka, scene.group, scene.src) and not scene.feeder.feed(3 * BATCH):
             raise AssertionError("input ran out before the step stalled")
         return False
 
     try:
         for _ in range(20):
-            marker.write_text("stall")
+            # One batch goes through and is sent; the stall comes in the next batch of the
+            # same transaction (the next chunk is fed only once the group caught up).
+            armed = marker.with_name("stall.tmp")
+            armed.write_text(str(BATCH))
+            armed.rename(marker)  # atomic: the step never reads a half-written marker
             scene.sup.wait(stuck, 300, "the step to stall")
             if not single:
                 scene.sup.hold(TRANSACTION_TIMEOUT_MS / 1000 + 2)

@@ -1,7 +1,9 @@
 """Pipelines of the chaos tests (``BRIDGE_PIPELINE=tests.chaos.pipelines:<name>``).
 
 ``stall_once`` blocks inside a step, once per marker file the test writes: the test, not the
-machine's speed, decides when the step stalls and when it goes on.
+machine's speed, decides when the step stalls and when it goes on. The marker holds how many
+records to let through first, so the stall can come after the transaction already holds
+output (a batch is sent before the next one is transformed).
 """
 
 from __future__ import annotations
@@ -13,13 +15,23 @@ from typing import Any
 
 from app.pipeline import Pipeline
 
+_let_through: int | None = None  # records still to pass before the armed stall
+
 
 def _stall_once(value: Any) -> Any:
-    """When ``$CHAOS_STALL_DIR/stall`` exists, write ``stalled`` (the test then knows the step
-    is stuck), block until the test removes ``stall``, then remove ``stalled`` (the test then
-    knows the step went on and may arm the next stall)."""
+    """Once ``$CHAOS_STALL_DIR/stall`` exists and the number of records it holds went through,
+    write ``stalled`` (the test then knows the step is stuck), block until the test removes
+    ``stall``, then remove ``stalled`` (the test then knows the step went on)."""
+    global _let_through
     marker = Path(os.environ.get("CHAOS_STALL_DIR", "/nonexistent")) / "stall"
-    if marker.exists():
+    if not marker.exists():
+        _let_through = None
+        return value
+    if _let_through is None:
+        _let_through = int(marker.read_text() or "0")
+    _let_through -= 1
+    if _let_through < 0:
+        _let_through = None
         stalled = marker.with_name("stalled")
         stalled.write_text(str(os.getpid()))
         while marker.exists():

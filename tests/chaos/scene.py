@@ -18,6 +18,8 @@ from tests.support.chaos import (
 )
 from tests.support.feed import Feeder
 
+BATCH = 500  # records per consume(): faults that stall mid-transaction count on it
+
 
 class Scene:
     """Fresh topics (4 partitions), input fed in phases, bridges as subprocesses.
@@ -41,7 +43,7 @@ class Scene:
         self.settings: dict[str, Any] = {
             "bootstrap_servers": rig.proxied_bootstrap if proxied else rig.cluster.bootstrap,
             "input_topics": [self.src], "output_topic": self.out, "dlq_topic": self.dlq,
-            "group_id": self.group, "batch_size": 500, **FAST_FAULTS, **extra,
+            "group_id": self.group, "batch_size": BATCH, **FAST_FAULTS, **extra,
         }  # fmt: skip
         self.bridges: list[BridgeProcess] = []
         self.sup = Supervisor(self.bridges)
