@@ -49,6 +49,13 @@ def test_zombie_paused_past_session_timeout_is_fenced(scene_factory: MakeScene) 
     assert verdict.aborted_uncommitted > 0, "the zombie's open transaction must be aborted"
 
 
+@pytest.mark.xfail(
+    strict=True,
+    reason="bug found by this test: once the broker aborted the timed-out transaction (epoch "
+    "bumped), Output.flush in the next checkpoint raises an uncaught KafkaException(FATAL "
+    "_FENCED 'fenced by newer producer instance'): a traceback and exit 1, instead of "
+    "re-creating the producer in-process (or exit 3) as DESIGN.md's error table says",
+)
 def test_step_stalls_past_transaction_timeout(
     scene_factory: MakeScene, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
