@@ -8,7 +8,7 @@ the oracle, so the next scenario starts from a whole cluster.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -27,17 +27,17 @@ def rig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rig]:
 
 
 @pytest.fixture
-def scene_factory(rig: Rig, tmp_path: Path) -> Iterator[type[Scene]]:
+def scene_factory(rig: Rig, tmp_path: Path) -> Iterator[Callable[..., Scene]]:
     """Scenes on the shared rig; every bridge they started is stopped afterwards and the
     cluster is healed for the next test."""
     made: list[Scene] = []
 
     def make(**kwargs: object) -> Scene:
-        scene = Scene(rig, tmp_path, **kwargs)  # type: ignore[arg-type]
+        scene = Scene(rig, tmp_path, **kwargs)  # type: ignore[arg-type]  # Scene checks them
         made.append(scene)
         return scene
 
-    yield make  # type: ignore[misc]
+    yield make
     for scene in made:
         scene.close()
     rig.heal()
