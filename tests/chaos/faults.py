@@ -79,11 +79,13 @@ def zombie_bridge(scene: Scene, rng: random.Random) -> None:
         scene.add_bridge().start()
     zombie = rng.choice([b for b in scene.bridges if b.running()])
     scene.open_transaction()
+    scene.sup.paused.add(zombie.pid)
     os.kill(zombie.pid, signal.SIGSTOP)
     try:
         scene.feed_and_commit(CHUNK)
     finally:
         os.kill(zombie.pid, signal.SIGCONT)
+        scene.sup.paused.discard(zombie.pid)
 
 
 def kill_bridge(scene: Scene, rng: random.Random) -> None:

@@ -40,6 +40,7 @@ class RoundResult:
     records: int = 0
     aborted: int = 0
     restarts: int = 0
+    liveness_kills: int = 0
     error: str | None = None
     seconds: float = 0.0
 
@@ -49,6 +50,7 @@ class RoundResult:
             f"round {self.index:3d} seed={seed} bridges={self.instances} "
             f"faults={','.join(self.faults)} records={self.records} "
             f"aborted_seen_uncommitted={self.aborted} exit3_restarts={self.restarts} "
+            f"liveness_kills={self.liveness_kills} "
             f"{self.seconds:.0f}s {verdict}"
         )
 
@@ -80,6 +82,7 @@ def run_round(rig: Rig, log_dir: Path, seed: int, index: int) -> RoundResult:
         result.error = f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}"
     finally:
         result.restarts = scene.sup.restarts
+        result.liveness_kills = scene.sup.liveness_kills
         scene.close()
         try:
             rig.heal()
@@ -97,6 +100,7 @@ class Table:
     records: int = 0
     aborted: int = 0
     restarts: int = 0
+    liveness_kills: int = 0
 
     def add(self, r: RoundResult) -> None:
         self.rounds += 1
@@ -104,6 +108,7 @@ class Table:
         self.records += r.records
         self.aborted += r.aborted
         self.restarts += r.restarts
+        self.liveness_kills += r.liveness_kills
         if r.error is not None:
             self.violations.append(r.index)
 
@@ -116,6 +121,7 @@ class Table:
             f"{'records checked':<24}{self.records:>6}",
             f"{'aborted (uncommitted)':<24}{self.aborted:>6}",
             f"{'exit-3 restarts':<24}{self.restarts:>6}",
+            f"{'liveness kills':<24}{self.liveness_kills:>6}",
             f"seed {seed}",
         ]
         return "\n".join(rows)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from app.devkafka.cluster import free_port
 from tests.support.bridge import BridgeProcess, bridge_topics, json_records
 from tests.support.chaos import (
     FAST_FAULTS,
@@ -64,6 +65,7 @@ class Scene:
         n = len(self.bridges)
         bridge = BridgeProcess(self.log_dir, f"bridge-i{n}", instance_id=f"i{n}",
                                state_dir=str(self.log_dir / f"state-i{n}"),
+                               http_port=free_port(), http_host="127.0.0.1",
                                **{**self.settings, **extra})  # fmt: skip
         self.bridges.append(bridge)
         return bridge

@@ -26,10 +26,12 @@ def _pause_in_open_transaction(scene: Scene, bridge: BridgeProcess) -> None:
     it committed between the look and the stop, resume and look again."""
     for _ in range(50):
         scene.open_transaction()
+        scene.sup.paused.add(bridge.pid)  # no liveness probe: paused on purpose
         os.kill(bridge.pid, signal.SIGSTOP)
         if open_records(scene.kafka, scene.out) > 0:
             return
         os.kill(bridge.pid, signal.SIGCONT)
+        scene.sup.paused.discard(bridge.pid)
     raise AssertionError("never paused the bridge inside an open transaction")
 
 
@@ -43,6 +45,7 @@ def test_zombie_paused_past_session_timeout_is_fenced(scene_factory: MakeScene) 
     scene.add_bridge().start()
     scene.feed_and_commit(4000)
     os.kill(zombie.pid, signal.SIGCONT)  # the zombie wakes up with its stale transaction
+    scene.sup.paused.discard(zombie.pid)
     scene.feed_and_commit(4000)
     verdict = scene.finish()
     assert verdict.records == scene.feeder.fed

@@ -29,7 +29,7 @@ from app.devkafka import LocalKafka
 from app.devkafka.cluster import free_ports
 from app.devkafka.topics import KafkaRecord, partitions_of
 from app.output import H_OFFSET, H_PARTITION, H_TOPIC
-from tests.support.bridge import BridgeProcess
+from tests.support.bridge import BridgeProcess, http_get
 from tests.support.feed import Feeder, caught_up, open_records
 from tests.support.kafka import KafkaFixture, wait_until
 from tests.support.toxiproxy import Toxiproxy
@@ -158,16 +158,27 @@ class Rig:
 
 
 class Supervisor:
-    """Restarts bridges that exit 3, as Kubernetes would restart the pod; other exits fail."""
+    """What Kubernetes does for the bridge pods: restart one that exited 3 (fatal Kafka error),
+    and SIGKILL + restart one whose ``/livez`` keeps failing (its loop stopped beating, e.g.
+    stuck inside a librdkafka call). Any other exit fails the test. Bridges the test paused on
+    purpose (``paused``, by pid) are not probed."""
+
+    PROBE_EVERY = 5.0  # seconds between two probes of one bridge (periodSeconds)
+    FAILURES = 3  # failed probes in a row before the kill (failureThreshold)
 
     def __init__(self, bridges: list[BridgeProcess]) -> None:
         self.bridges = bridges  # the scene's own list: bridges added later are supervised too
         self.restarts = 0
+        self.liveness_kills = 0
         self.paused: set[int] = set()
+        self._probed: dict[int, tuple[float, int]] = {}  # pid -> (last probe, failures)
 
     def check(self) -> None:
         for bridge in self.bridges:
-            if bridge.proc is None or bridge.running():
+            if bridge.proc is None:
+                continue
+            if bridge.running():
+                self._probe(bridge)
                 continue
             code = bridge.proc.returncode
             if code != 3:
@@ -175,6 +186,23 @@ class Supervisor:
                     f"{bridge.log_path.name} exited {code}:\n{bridge.logs()[-4000:]}"
                 )
             self.restarts += 1
+            bridge.start()
+
+    def _probe(self, bridge: BridgeProcess) -> None:
+        port = int(bridge.settings.get("http_port", 0))
+        if not port or bridge.pid in self.paused:
+            return
+        last, failures = self._probed.get(bridge.pid, (0.0, 0))
+        if time.monotonic() - last < self.PROBE_EVERY:
+            return
+        status, _body = http_get(port, "/livez")
+        failures = failures + 1 if status == 503 else 0  # 0 = not listening yet: starting
+        self._probed[bridge.pid] = (time.monotonic(), failures)
+        if failures >= self.FAILURES:
+            self.liveness_kills += 1
+            with open(bridge.log_path, "ab") as log:
+                log.write(b"\n===== supervisor: /livez failed, SIGKILL (liveness probe) =====\n")
+            bridge.kill()
             bridge.start()
 
     def wait(self, condition: Callable[[], bool], timeout: float, what: str) -> None:
