@@ -224,7 +224,9 @@ class Supervisor:
         for bridge in self.bridges:
             if bridge.running():
                 code = bridge.terminate(90)
-                assert code in (0, 3), f"{bridge.log_path.name} exited {code} on SIGTERM"
+                # -15: SIGTERM came while a just-restarted bridge was starting, before its
+                # handler was installed (nothing in flight); the oracle still runs.
+                assert code in (0, 3, -15), f"{bridge.log_path.name} exited {code} on SIGTERM"
 
 
 def wait_committed(
