@@ -22,8 +22,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import orjson
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, TopicPartition
-from confluent_kafka.admin import AdminClient, ConfigResource
+from confluent_kafka import (
+    OFFSET_BEGINNING,
+    ConfigResource,
+    Consumer,
+    KafkaException,
+    TopicPartition,
+)
+from confluent_kafka.admin import AdminClient
 
 from app.devkafka import LocalKafka
 from app.devkafka.cluster import free_ports
@@ -286,7 +292,14 @@ class Watcher:
                 for msg in consumer.consume(1000, timeout=0.2):
                     if msg.error() is None:
                         rid = record_id_of(msg.value())
-                        self.seen.append((msg.topic(), msg.partition(), msg.offset(), rid))
+                        self.seen.append(
+                            (
+                                str(msg.topic()),
+                                int(msg.partition() or 0),
+                                int(msg.offset() or 0),
+                                rid,
+                            )
+                        )
         except Exception as exc:  # the oracle reports it: a dead watcher saw nothing
             self.errors.append(repr(exc))
         finally:
