@@ -22,14 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import orjson
-from confluent_kafka import (
-    OFFSET_BEGINNING,
-    ConfigResource,
-    Consumer,
-    KafkaException,
-    TopicPartition,
-)
-from confluent_kafka.admin import AdminClient
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, TopicPartition
+from confluent_kafka.admin import AdminClient, ConfigResource
 
 from app.devkafka import LocalKafka
 from app.devkafka.cluster import free_ports
