@@ -11,7 +11,7 @@ QUIX_VENV := .venv-quix
 QUIX_STAMP := $(QUIX_VENV)/.installed
 QUIX_REQUIREMENT := quixstreams==3.28.*
 
-.PHONY: install quix-venv demo test lint unit bench dev-kafka-stop clean
+.PHONY: install quix-venv demo test lint unit bench chaos dev-kafka-stop clean
 
 $(STAMP): pyproject.toml
 	@command -v $(PYTHON) >/dev/null || { echo "Python 3.11+ is required (apt-get install -y python3 python3-venv)"; exit 1; }
@@ -61,6 +61,14 @@ test: lint $(QUIX_STAMP)
 # Benchmarks (own local broker, ~40 min; BENCH_ARGS="--records 200000" for a quick run).
 bench: $(STAMP) $(QUIX_STAMP)
 	$(BIN)/python -m bench $(BENCH_ARGS)
+
+# Seeded nemesis (tests/chaos/nemesis.py): ROUNDS rounds of random broker, bridge and network
+# faults on 3 brokers and 2-3 bridge instances, each checked by the exactly-once oracle.
+# The same SEED replays the same rounds; `make test` runs one round of it.
+ROUNDS ?= 10
+SEED ?= 1
+chaos: $(STAMP)
+	$(BIN)/python -m tests.chaos.nemesis --rounds $(ROUNDS) --seed $(SEED)
 
 clean:
 	rm -rf $(VENV) $(QUIX_VENV) .pytest_cache .mypy_cache .ruff_cache

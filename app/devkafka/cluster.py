@@ -77,6 +77,10 @@ class BrokerProcess:
     pid: int | None = None
     sasl_port: int | None = None  # secure clusters: SASL_SSL listener
     mtls_port: int | None = None  # secure clusters: mTLS listener
+    # Optional second client listener for a proxy in front of the broker (chaos tests): the
+    # broker listens on ``proxied_port`` and advertises ``advertised_proxy_port`` on it.
+    proxied_port: int | None = None
+    advertised_proxy_port: int | None = None
     _proc: subprocess.Popen[bytes] | None = field(default=None, repr=False)
 
     @property
@@ -114,6 +118,11 @@ class LocalKafka:
         first_port: fixed client port of broker 1 (others free); None picks free ports.
         heap: JVM max heap per broker.
         secure: add SASL_SSL (SCRAM) and mTLS listeners and ACLs (:mod:`app.devkafka.security`).
+        proxy_ports: one port per broker where a TCP proxy (Toxiproxy) will listen; each
+            broker then gets a second client listener (``BrokerProcess.proxied_port``) that
+            advertises its proxy's port, so clients bootstrapped through the proxies stay
+            behind them. The brokers' own listener and replication are not proxied.
+        overrides: extra ``server.properties`` settings for every broker.
     """
 
     def __init__(
@@ -125,6 +134,8 @@ class LocalKafka:
         first_port: int | None = None,
         heap: str = "768m",
         secure: bool = False,
+        proxy_ports: list[int] | None = None,
+        overrides: dict[str, object] | None = None,
     ) -> None:
         if brokers not in (1, 3):
             raise ValueError(f"brokers must be 1 or 3, not {brokers}")
@@ -133,12 +144,17 @@ class LocalKafka:
         self.heap = heap
         self._first_port = first_port
         self.security = DevSecurity(directory / "security") if secure else None
+        if proxy_ports is not None and len(proxy_ports) != brokers:
+            raise ValueError(f"proxy_ports needs one port per broker, got {proxy_ports}")
+        self.proxy_ports = proxy_ports
+        self.overrides = dict(overrides or {})
         self.brokers: list[BrokerProcess] = []
         self._pick_ports(brokers)
         self._classpath = ""
 
     def _pick_ports(self, brokers: int) -> None:
-        per = 4 if self.security else 2
+        proxied = self.proxy_ports is not None
+        per = 2 + (2 if self.security else 0) + (1 if proxied else 0)
         ports = free_ports(per * brokers)
         if self._first_port:
             ports[0] = self._first_port
@@ -146,8 +162,12 @@ class LocalKafka:
         for i in range(brokers):
             mine = ports[per * i : per * (i + 1)]
             broker = BrokerProcess(i + 1, mine[0], mine[1], self.directory / f"broker-{i + 1}")
+            extra = iter(mine[2:])
             if self.security:
-                broker.sasl_port, broker.mtls_port = mine[2], mine[3]
+                broker.sasl_port, broker.mtls_port = next(extra), next(extra)
+            if self.proxy_ports is not None:
+                broker.proxied_port = next(extra)
+                broker.advertised_proxy_port = self.proxy_ports[i]
             self.brokers.append(broker)
 
     @property
@@ -317,19 +337,29 @@ class LocalKafka:
         }
         if self.security:
             settings.update(self.security.broker_properties())
+        settings.update(self.overrides)
         return "".join(f"{k}={v}\n" for k, v in settings.items())
 
     def _listeners(self, broker: BrokerProcess) -> dict[str, str]:
-        client = {"PLAINTEXT": broker.port}
+        listen = {"PLAINTEXT": broker.port}
         protocols = {"PLAINTEXT": "PLAINTEXT", "CONTROLLER": "PLAINTEXT"}
         if self.security:
             assert broker.sasl_port and broker.mtls_port
-            client |= {"SASL_SSL": broker.sasl_port, "MTLS": broker.mtls_port}
+            listen |= {"SASL_SSL": broker.sasl_port, "MTLS": broker.mtls_port}
             protocols |= {"SASL_SSL": "SASL_SSL", "MTLS": "SSL"}
-        advertised = ",".join(f"{name}://127.0.0.1:{port}" for name, port in client.items())
+        advertise = dict(listen)
+        if broker.proxied_port is not None and broker.advertised_proxy_port is not None:
+            # Listens on its own port, advertises the proxy's: clients stay behind the proxy.
+            listen["PROXIED"] = broker.proxied_port
+            advertise["PROXIED"] = broker.advertised_proxy_port
+            protocols["PROXIED"] = "PLAINTEXT"
+
+        def joined(ports: dict[str, int]) -> str:
+            return ",".join(f"{name}://127.0.0.1:{port}" for name, port in ports.items())
+
         return {
-            "listeners": f"{advertised},CONTROLLER://127.0.0.1:{broker.controller_port}",
-            "advertised.listeners": advertised,
+            "listeners": f"{joined(listen)},CONTROLLER://127.0.0.1:{broker.controller_port}",
+            "advertised.listeners": joined(advertise),
             "controller.listener.names": "CONTROLLER",
             "inter.broker.listener.name": "PLAINTEXT",
             "listener.security.protocol.map": ",".join(f"{k}:{v}" for k, v in protocols.items()),
@@ -426,6 +456,8 @@ class LocalKafka:
         cluster._first_port = None
         cluster.security = None
         cluster._classpath = ""
+        cluster.proxy_ports = None
+        cluster.overrides = {}
         cluster.brokers = [
             BrokerProcess(
                 b["node_id"],

@@ -1,0 +1,386 @@
+"""The chaos rig: a 3-broker cluster behind Toxiproxy, a supervisor, a live reader, the oracle.
+
+Every chaos scenario and the nemesis (tests/chaos/) share these pieces:
+
+* :class:`Rig` — one 3-broker cluster (RF 3, min ISR 2, unclean election off) whose brokers
+  also advertise a Toxiproxy port each, plus helpers naming the broker that leads a partition,
+  coordinates a transactional.id or coordinates a group.
+* :class:`Supervisor` — restarts a bridge that exited 3 (fatal Kafka error), as Kubernetes
+  would; any other exit fails the test.
+* :class:`Watcher` — a read_committed reader running *during* the faults; it must never see a
+  duplicate or a record that is later not part of the committed log (an aborted one).
+* :func:`check_exactly_once` — the oracle, once everything has healed.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import orjson
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, TopicPartition
+from confluent_kafka.admin import AdminClient, ConfigResource
+
+from app.devkafka import LocalKafka
+from app.devkafka.cluster import free_ports
+from app.devkafka.topics import KafkaRecord, partitions_of
+from app.output import H_OFFSET, H_PARTITION, H_TOPIC
+from tests.support.bridge import BridgeProcess, http_get
+from tests.support.feed import Feeder, caught_up, open_records
+from tests.support.kafka import KafkaFixture, wait_until
+from tests.support.toxiproxy import Toxiproxy
+
+# Broker settings that make faults resolve in seconds, not minutes.
+BROKER_OVERRIDES: dict[str, object] = {
+    "unclean.leader.election.enable": "false",
+    # A transaction past its timeout is aborted within a second of it, not ten.
+    "transaction.abort.timed.out.transaction.cleanup.interval.ms": 1000,
+    "group.min.session.timeout.ms": 3000,
+}
+
+# Bridge settings that make faults resolve quickly: short session and request timeouts.
+REQUEST_TIMEOUT_MS = 5000
+SESSION_TIMEOUT_MS = 6000
+TRANSACTION_TIMEOUT_MS = 10_000
+FAST_FAULTS: dict[str, object] = {
+    # Transactions stay open for a second: long enough for the test to see one and land a
+    # fault in it, well below a third of the transaction timeout (config validation).
+    "commit_interval": 1.0,
+    "transaction_timeout_ms": TRANSACTION_TIMEOUT_MS,
+    "kafka": {"socket.timeout.ms": REQUEST_TIMEOUT_MS, "reconnect.backoff.max.ms": 1000},
+    "consumer": {"session.timeout.ms": SESSION_TIMEOUT_MS, "heartbeat.interval.ms": 1000},
+    "producer": {"request.timeout.ms": REQUEST_TIMEOUT_MS},
+}
+
+
+def java_hash_partition(key: str, partitions: int) -> int:
+    """Kafka's ``Utils.abs(key.hashCode()) % partitions``: the internal-topic partition that
+    holds a group's offsets or a transactional.id's state."""
+    h = 0
+    for unit in key.encode("utf-16-be").hex(" ", 2).split():
+        h = (31 * h + int(unit, 16)) & 0xFFFFFFFF
+    signed = h - (1 << 32) if h & 0x80000000 else h
+    return 0 if signed == -(1 << 31) else abs(signed) % partitions
+
+
+class Rig:
+    """A 3-broker cluster with a Toxiproxy proxy in front of each broker."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        directory.mkdir(parents=True, exist_ok=True)
+        self.proxy = Toxiproxy(directory / "toxiproxy.log")
+        self.proxy_ports = free_ports(3)
+        self.cluster = LocalKafka(
+            directory / "kafka3", brokers=3, heap="512m",
+            proxy_ports=self.proxy_ports, overrides=BROKER_OVERRIDES,
+        )  # fmt: skip
+        self.kafka = KafkaFixture("", replication=3)
+        self._admin: AdminClient | None = None
+
+    def start(self) -> Rig:
+        self.proxy.start()
+        self.cluster.start(timeout=180)
+        self.kafka.bootstrap = self.cluster.bootstrap
+        for broker in self.cluster.brokers:
+            assert broker.proxied_port is not None
+            self.proxy.add_proxy(f"b{broker.node_id}", self.proxy_ports[broker.node_id - 1],
+                                 broker.proxied_port)  # fmt: skip
+        return self
+
+    def stop(self) -> None:
+        self.cluster.stop()
+        self.proxy.stop()
+
+    @property
+    def proxied_bootstrap(self) -> str:
+        """Bootstrap through the proxies: clients then reach every broker through them."""
+        return ",".join(f"127.0.0.1:{p}" for p in self.proxy_ports)
+
+    def admin(self) -> AdminClient:
+        # One client for the rig's life: a client dropped while its future is pending
+        # destroys the handle and fails the future (_DESTROY).
+        if self._admin is None:
+            self._admin = AdminClient({"bootstrap.servers": self.cluster.bootstrap, "log_level": 0})
+        return self._admin
+
+    # ---- who does what -------------------------------------------------------------------
+
+    def leader(self, topic: str, partition: int) -> int:
+        """Node id of the broker leading ``topic``/``partition``."""
+        meta = self.admin().list_topics(topic, timeout=10).topics[topic]
+        return int(meta.partitions[partition].leader)
+
+    def transaction_coordinator(self, transactional_id: str) -> int:
+        """Node id of the transaction coordinator of ``transactional_id`` (the leader of its
+        ``__transaction_state`` partition)."""
+        topic = "__transaction_state"
+        count = len(partitions_of(self.cluster.bootstrap, topic))
+        return self.leader(topic, java_hash_partition(transactional_id, count))
+
+    def group_coordinator(self, group: str) -> int:
+        """Node id of the group coordinator of ``group`` (as the broker reports it)."""
+        future = self.admin().describe_consumer_groups([group], request_timeout=10)[group]
+        return int(future.result(timeout=15).coordinator.id)
+
+    def unclean_election_enabled(self) -> bool:
+        resource = ConfigResource(ConfigResource.Type.BROKER, "1")
+        configs = self.admin().describe_configs([resource])[resource].result(timeout=15)
+        return str(configs["unclean.leader.election.enable"].value).lower() == "true"
+
+    # ---- healing -------------------------------------------------------------------------
+
+    def heal(self, timeout: float = 180) -> None:
+        """Remove every toxic, resume and restart every broker, wait until fully replicated."""
+        self.proxy.heal()
+        for broker in self.cluster.brokers:
+            if broker.alive():
+                self.cluster.resume(broker.node_id)
+            else:
+                self.cluster.restart(broker.node_id, timeout)
+        self.cluster.wait_ready(timeout)
+        wait_until(self.fully_replicated, timeout, "every partition in sync on 3 brokers", 0.5)
+
+    def fully_replicated(self) -> bool:
+        try:
+            topics = self.admin().list_topics(timeout=10).topics
+        except Exception:
+            return False
+        return all(
+            p.leader >= 0 and len(p.isrs) == 3
+            for t in topics.values()
+            for p in t.partitions.values()
+        )
+
+
+class Supervisor:
+    """What Kubernetes does for the bridge pods: restart one that exited 3 (fatal Kafka error),
+    and SIGKILL + restart one whose ``/livez`` keeps failing (its loop stopped beating, e.g.
+    stuck inside a librdkafka call). Any other exit fails the test. Bridges the test paused on
+    purpose (``paused``, by pid) are not probed."""
+
+    PROBE_EVERY = 5.0  # seconds between two probes of one bridge (periodSeconds)
+    FAILURES = 3  # failed probes in a row before the kill (failureThreshold)
+
+    def __init__(self, bridges: list[BridgeProcess]) -> None:
+        self.bridges = bridges  # the scene's own list: bridges added later are supervised too
+        self.restarts = 0
+        self.liveness_kills = 0
+        self.paused: set[int] = set()
+        self._probed: dict[int, tuple[float, int]] = {}  # pid -> (last probe, failures)
+
+    def check(self) -> None:
+        for bridge in self.bridges:
+            if bridge.proc is None:
+                continue
+            if bridge.running():
+                self._probe(bridge)
+                continue
+            code = bridge.proc.returncode
+            if code != 3:
+                raise AssertionError(
+                    f"{bridge.log_path.name} exited {code}:\n{bridge.logs()[-4000:]}"
+                )
+            self.restarts += 1
+            bridge.start()
+
+    def _probe(self, bridge: BridgeProcess) -> None:
+        port = int(bridge.settings.get("http_port", 0))
+        if not port or bridge.pid in self.paused:
+            return
+        last, failures = self._probed.get(bridge.pid, (0.0, 0))
+        if time.monotonic() - last < self.PROBE_EVERY:
+            return
+        status, _body = http_get(port, "/livez")
+        failures = failures + 1 if status == 503 else 0  # 0 = not listening yet: starting
+        self._probed[bridge.pid] = (time.monotonic(), failures)
+        if failures >= self.FAILURES:
+            self.liveness_kills += 1
+            with open(bridge.log_path, "ab") as log:
+                log.write(b"\n===== supervisor: /livez failed, SIGKILL (liveness probe) =====\n")
+            bridge.kill()
+            bridge.start()
+
+    def wait(self, condition: Callable[[], bool], timeout: float, what: str) -> None:
+        def supervised() -> bool:
+            self.check()
+            try:
+                return condition()
+            except KafkaException:
+                # The test's own probe (watermarks, committed offsets) met the fault too, e.g.
+                # a partition without a leader for a moment: look again, within the deadline.
+                return False
+
+        wait_until(supervised, timeout, what, step=0.2)
+
+    def hold(self, seconds: float) -> None:
+        """Keep a fault in place for ``seconds`` (a property of the fault, e.g. "longer than the
+        request timeout", never a synchronisation), supervising meanwhile."""
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            self.check()
+            time.sleep(0.2)
+
+    def stop_all(self) -> None:
+        for bridge in self.bridges:
+            if bridge.running():
+                code = bridge.terminate(90)
+                # -15: SIGTERM came while a just-restarted bridge was starting, before its
+                # handler was installed (nothing in flight); the oracle still runs.
+                assert code in (0, 3, -15), f"{bridge.log_path.name} exited {code} on SIGTERM"
+
+
+def wait_committed(
+    kafka: KafkaFixture, sup: Supervisor, group: str, topic: str, timeout: float = 300
+) -> None:
+    """Wait until ``group`` has committed the end of ``topic`` (bridges supervised)."""
+    sup.wait(lambda: caught_up(kafka, group, topic), timeout, f"{group} to commit all of {topic}")
+
+
+def wait_open_transaction(
+    kafka: KafkaFixture, sup: Supervisor, feeder: Feeder, group: str, out: str, chunk: int
+) -> None:
+    """Feed ``chunk`` records each time the group caught up, until a transaction holds records
+    on ``out``: the next fault then lands inside an open transaction."""
+
+    def open_now() -> bool:
+        if open_records(kafka, out) > 0:
+            return True
+        if caught_up(kafka, group, feeder.topic) and not feeder.feed(chunk):
+            raise AssertionError("input ran out before an open transaction was seen")
+        return False
+
+    sup.wait(open_now, 300, f"an open transaction on {out}")
+
+
+@dataclass
+class Watcher:
+    """A read_committed reader of ``topics`` running in a thread while faults happen."""
+
+    bootstrap: str
+    topics: list[str]
+    seen: list[tuple[str, int, int, str]] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    _stop: threading.Event = field(default_factory=threading.Event)
+    _thread: threading.Thread | None = None
+
+    def start(self) -> Watcher:
+        self._thread = threading.Thread(target=self._run, name="watcher", daemon=True)
+        self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        consumer = Consumer({
+            "bootstrap.servers": self.bootstrap, "group.id": "chaos-watcher",
+            "enable.auto.commit": False, "isolation.level": "read_committed", "log_level": 0,
+        })  # fmt: skip
+        tps = [TopicPartition(t, p, OFFSET_BEGINNING) for t in self.topics
+               for p in partitions_of(self.bootstrap, t)]  # fmt: skip
+        consumer.assign(tps)
+        try:
+            while not self._stop.is_set():
+                for msg in consumer.consume(1000, timeout=0.2):
+                    if msg.error() is None:
+                        rid = record_id_of(msg.value())
+                        self.seen.append(
+                            (
+                                str(msg.topic()),
+                                int(msg.partition() or 0),
+                                int(msg.offset() or 0),
+                                rid,
+                            )
+                        )
+        except Exception as exc:  # the oracle reports it: a dead watcher saw nothing
+            self.errors.append(repr(exc))
+        finally:
+            consumer.close()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(30)
+
+
+def record_id_of(value: bytes | None) -> str:
+    try:
+        return str(orjson.loads(value or b"{}").get("id"))
+    except orjson.JSONDecodeError:
+        return "?"
+
+
+@dataclass
+class Verdict:
+    """What the oracle checked."""
+
+    records: int
+    aborted_uncommitted: int
+
+
+def check_exactly_once(
+    kafka: KafkaFixture, src: str, out: str, dlq: str, group: str, watcher: Watcher | None
+) -> Verdict:
+    """The exactly-once oracle (call after healing and stopping the bridges).
+
+    Every committed input is once in output + DLQ and nothing else is there; per input
+    partition the output keeps input order; no open transaction (LSO == HW); the group
+    committed the end of the input; the live reader saw no duplicate and no aborted record.
+    """
+    inputs = kafka.read_all(src)
+    outputs = kafka.read_all(out)
+    dead = kafka.read_all(dlq)
+    source = {record_id_of(r.value): (r.partition, r.offset) for r in inputs}
+    assert len(source) == len(inputs), "test input ids are not unique"
+    got = Counter(record_id_of(r.value) for r in outputs)
+    got.update(_dead_letter_ids(dead, src, inputs))
+    missing = [i for i in source if got[i] == 0]
+    extra = {i: c for i, c in got.items() if c != 1 or i not in source}
+    assert not missing, f"{len(missing)} inputs missing from output+DLQ, e.g. {missing[:5]}"
+    assert not extra, f"{len(extra)} ids duplicated or unknown, e.g. {list(extra.items())[:5]}"
+    _assert_input_order(outputs, source)
+    for topic in (out, dlq):
+        hw, lso = kafka.end_offsets(topic, False), kafka.end_offsets(topic, True)
+        assert lso == hw, f"open transaction left on {topic}: LSO {lso} != HW {hw}"
+    assert kafka.committed_offsets(group, src) == kafka.end_offsets(src), "committed != end"
+    if watcher is not None:
+        _assert_watcher_clean(watcher, outputs + dead)
+    aborted = len(kafka.read_all(out, read_committed=False)) - len(outputs)
+    return Verdict(records=len(inputs), aborted_uncommitted=aborted)
+
+
+def _dead_letter_ids(dead: list[KafkaRecord], src: str, inputs: list[KafkaRecord]) -> list[str]:
+    by_position = {(r.partition, r.offset): record_id_of(r.value) for r in inputs}
+    ids = []
+    for r in dead:
+        topic, part, off = (r.header(h) for h in (H_TOPIC, H_PARTITION, H_OFFSET))
+        assert topic is not None and topic.decode() == src, f"dead letter of unknown source {r}"
+        assert part is not None and off is not None
+        ids.append(by_position[(int(part), int(off))])
+    return ids
+
+
+def _assert_input_order(outputs: list[KafkaRecord], source: dict[str, tuple[int, int]]) -> None:
+    """In each output partition, the records of one input partition keep their input order."""
+    last: dict[tuple[int, int], int] = {}
+    for r in sorted(outputs, key=lambda r: (r.partition, r.offset)):
+        in_part, in_off = source[record_id_of(r.value)]
+        prev = last.get((r.partition, in_part), -1)
+        assert in_off > prev, (
+            f"order broken: input {in_part}@{in_off} after {in_part}@{prev} "
+            f"in output partition {r.partition}"
+        )
+        last[(r.partition, in_part)] = in_off
+
+
+def _assert_watcher_clean(watcher: Watcher, committed: list[KafkaRecord]) -> None:
+    assert not watcher.errors, f"live reader failed: {watcher.errors}"
+    assert watcher.seen, "live reader saw nothing"
+    ids = Counter(rid for _t, _p, _o, rid in watcher.seen)
+    dupes = [i for i, c in ids.items() if c > 1]
+    assert not dupes, f"live read_committed reader saw duplicates, e.g. {dupes[:5]}"
+    final = {(r.topic, r.partition, r.offset): record_id_of(r.value) for r in committed}
+    aborted = [s for s in watcher.seen if final.get(s[:3]) != s[3]]
+    assert not aborted, f"live read_committed reader saw aborted records, e.g. {aborted[:5]}"
