@@ -11,7 +11,7 @@ QUIX_VENV := .venv-quix
 QUIX_STAMP := $(QUIX_VENV)/.installed
 QUIX_REQUIREMENT := quixstreams==3.28.*
 
-.PHONY: install quix-venv demo test lint unit bench chaos dev-kafka-stop clean
+.PHONY: install quix-venv demo test test-spark-image lint unit bench chaos dev-kafka-stop clean
 
 $(STAMP): pyproject.toml
 	@command -v $(PYTHON) >/dev/null || { echo "Python 3.11+ is required (apt-get install -y python3 python3-venv)"; exit 1; }
@@ -56,7 +56,11 @@ demo: $(DEMO_STAMP)
 
 # Lint, types, then every test: unit, real-broker integration, chaos, Spark, chart and image.
 test: lint $(QUIX_STAMP)
-	$(BIN)/pytest -q --durations=15
+	$(BIN)/pytest -q --durations=15 -m "not spark_image"
+
+# The Spark image (a ~1 GB build) built with buildah and its CronJob command run in it.
+test-spark-image: $(STAMP)
+	$(BIN)/pytest -q -m spark_image tests/deploy/test_spark_image.py
 
 # Benchmarks (own local broker, ~40 min; BENCH_ARGS="--records 200000" for a quick run).
 bench: $(STAMP) $(QUIX_STAMP)

@@ -21,6 +21,7 @@ import pytest
 
 from app.devkafka import LocalKafka
 from app.devkafka.cluster import free_port
+from tests.support.kafka import wait_until
 
 from .blocks import Block, extract
 
@@ -160,8 +161,10 @@ def test_a_failing_block_and_an_unclean_stop_fail_the_test(tmp_path: Path) -> No
     try:
         with pytest.raises(pytest.fail.Exception, match=r"doc.md:1: exit code 3"):
             session.run(Block(doc, 1, "true\nexit 3\n"))
-        forever = "trap 'exit 7' INT\nwhile true; do sleep 1; done\n"
+        trapped = tmp_path / "trapped"  # the trap is set: Ctrl-C now exits 7, not -2
+        forever = f"trap 'exit 7' INT\ntouch {trapped}\nwhile true; do sleep 1; done\n"
         session.run(Block(doc, 5, forever, background=True))
+        wait_until(trapped.exists, 60, "the background block to set its trap")
         with pytest.raises(pytest.fail.Exception, match=r"doc.md:5: exit code 7 after Ctrl-C"):
             session.ctrl_c()
     finally:
