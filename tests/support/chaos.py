@@ -5,8 +5,8 @@ Every chaos scenario and the nemesis (tests/chaos/) share these pieces:
 * :class:`Rig` — one 3-broker cluster (RF 3, min ISR 2, unclean election off) whose brokers
   also advertise a Toxiproxy port each, plus helpers naming the broker that leads a partition,
   coordinates a transactional.id or coordinates a group.
-* :class:`Supervisor` — restarts a bridge that exited 3 (fatal Kafka error), as Kubernetes
-  would; any other exit fails the test.
+* :class:`Supervisor` — restarts a bridge that exited 3 (fatal Kafka error) or 5 (instance id
+  fenced), as Kubernetes would; any other exit fails the test.
 * :class:`Watcher` — a read_committed reader running *during* the faults; it must never see a
   duplicate or a record that is later not part of the committed log (an aborted one).
 * :func:`check_exactly_once` — the oracle, once everything has healed.
@@ -158,10 +158,10 @@ class Rig:
 
 
 class Supervisor:
-    """What Kubernetes does for the bridge pods: restart one that exited 3 (fatal Kafka error),
-    and SIGKILL + restart one whose ``/livez`` keeps failing (its loop stopped beating, e.g.
-    stuck inside a librdkafka call). Any other exit fails the test. Bridges the test paused on
-    purpose (``paused``, by pid) are not probed."""
+    """What Kubernetes does for the bridge pods: restart one that exited 3 or 5 (fatal Kafka
+    error, instance id fenced), and SIGKILL + restart one whose ``/livez`` keeps failing (its
+    loop stopped beating, e.g. stuck inside a librdkafka call). Any other exit fails the test.
+    Bridges the test paused on purpose (``paused``, by pid) are not probed."""
 
     PROBE_EVERY = 5.0  # seconds between two probes of one bridge (periodSeconds)
     FAILURES = 3  # failed probes in a row before the kill (failureThreshold)
@@ -181,7 +181,9 @@ class Supervisor:
                 self._probe(bridge)
                 continue
             code = bridge.proc.returncode
-            if code != 3:
+            # 3: fatal Kafka error; 5: its group.instance.id was fenced, which a coordinator
+            # failover can do to a lone instance too. Kubernetes restarts either.
+            if code not in (3, 5):
                 raise AssertionError(
                     f"{bridge.log_path.name} exited {code}:\n{bridge.logs()[-4000:]}"
                 )
