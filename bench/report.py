@@ -92,14 +92,15 @@ def summarise(runs: list[dict[str, Any]], latency: list[dict[str, Any]]) -> dict
 def _ratios(
     runs: list[dict[str, Any]], num: str, den: str, field: str = "records_per_s"
 ) -> list[float]:
-    """field(num) / field(den) per repetition (both measured in the same repetition)."""
+    """field(num) / field(den) per repetition (both measured in the same repetition); a
+    repetition whose denominator measured 0 (too few records to register CPU time) has none."""
     by_rep: dict[int, dict[str, float]] = {}
     for r in runs:
         by_rep.setdefault(r["rep"], {})[r["contender"]] = r[field]
     return [
         by_rep[rep][num] / by_rep[rep][den]
         for rep in sorted(by_rep)
-        if num in by_rep[rep] and den in by_rep[rep]
+        if num in by_rep[rep] and den in by_rep[rep] and by_rep[rep][den]
     ]
 
 
