@@ -39,6 +39,8 @@ from tests.support.kafka import KafkaFixture
 
 pytestmark = pytest.mark.integration
 
+READER_GROUP = "eos-bridge-reader"  # app.devkafka.topics' read-to-end consumer (assign only)
+
 
 def _client_settings(cluster: LocalKafka, listener: str) -> tuple[dict[str, Any], list[str]]:
     """BRIDGE_* settings for ``listener`` and the secrets that must never be printed."""
@@ -99,7 +101,8 @@ def test_bridge_moves_records_exactly_once_over_a_secure_listener(
     logs = bridge.logs()
     assert "SASL" in logs or "SSL" in logs, "librdkafka's security debug lines are missing"
 
-    # verify reads the output and DLQ too, in a group of its own.
+    # verify reads the output and DLQ too, with its reader's group id (only that one: the
+    # secure broker is shared, and a wildcard would grant the negative tests' groups too).
     literal = ResourcePatternType.LITERAL
     create_acls(
         secure.bootstrap,
@@ -110,7 +113,7 @@ def test_bridge_moves_records_exactly_once_over_a_secure_listener(
             for kind, name in (
                 (ResourceType.TOPIC, out),
                 (ResourceType.TOPIC, dlq),
-                (ResourceType.GROUP, "*"),
+                (ResourceType.GROUP, READER_GROUP),
             )
         ],
     )
