@@ -79,6 +79,25 @@ def _dead_letters(kafka: KafkaFixture, dlq: str) -> dict[tuple[int, int], tuple[
     return got
 
 
+def _run_spec(
+    kafka: KafkaFixture,
+    tmp_path: Path,
+    bridges: MakeBridge,
+    topics: tuple[str, str, str],
+    spec: str,
+) -> Any:
+    """Run a bridge with ``spec`` until it committed all its input, check it stayed healthy,
+    and return the dead letters."""
+    src, out, dlq = topics
+    path = tmp_path / "spec.yaml"
+    path.write_text(spec)
+    settings = base_settings(kafka, src, out, dlq, pipeline_spec=str(path), record_retries=0)
+    bridge = bridges(**settings).start()
+    wait_caught_up(kafka, settings["group_id"], src, 120, [bridge])
+    _assert_no_trouble(bridge)
+    return _dead_letters(kafka, dlq)
+
+
 def _assert_no_trouble(bridge: BridgeProcess) -> None:
     assert bridge.terminate() == 0
     logs = bridge.logs()
@@ -111,14 +130,7 @@ def test_each_bad_value_is_dead_lettered_once_with_its_class(
     ]
     values, expected = _mix(good, bad)
     where = _seed_two_partitions(kafka, src, values)
-    spec = tmp_path / "spec.yaml"
-    spec.write_text(STATELESS_SPEC)
-    settings = base_settings(kafka, src, out, dlq, pipeline_spec=str(spec), record_retries=0)
-    bridge = bridges(**settings).start()
-    wait_caught_up(kafka, settings["group_id"], src, 120, [bridge])
-    _assert_no_trouble(bridge)
-
-    dead = _dead_letters(kafka, dlq)
+    dead = _run_spec(kafka, tmp_path, bridges, (src, out, dlq), STATELESS_SPEC)
     assert {where[s]: cls for s, (cls, _) in dead.items()} == expected
     steps = {cls: {step for c, step in dead.values() if c == cls} for cls in expected.values()}
     assert steps["InvalidRoute"] == steps["UnknownRouteTopic"] == {"route"}
@@ -154,14 +166,7 @@ def test_sum_overflow_dead_letters_the_record_and_the_sums_stay_right(
     expected, sums = _reference(values)
     assert list(expected.values()).count("AggregateOverflow") >= 2
     where = _seed_two_partitions(kafka, src, values)
-    spec = tmp_path / "spec.yaml"
-    spec.write_text(SUM_SPEC)
-    settings = base_settings(kafka, src, out, dlq, pipeline_spec=str(spec), record_retries=0)
-    bridge = bridges(**settings).start()
-    wait_caught_up(kafka, settings["group_id"], src, 120, [bridge])
-    _assert_no_trouble(bridge)
-
-    dead = _dead_letters(kafka, dlq)
+    dead = _run_spec(kafka, tmp_path, bridges, (src, out, dlq), SUM_SPEC)
     assert {where[s]: cls for s, (cls, _) in dead.items()} == expected
     outputs = [orjson.loads(r.value or b"") for r in kafka.read_all(out)]
     got = {where[(v["_source_partition"], v["_source_offset"])]: v["sum"] for v in outputs}
