@@ -52,7 +52,7 @@ unit: $(STAMP) $(QUIX_STAMP)
 
 # The bridge on an embedded local Kafka: live traffic, a SIGKILL mid-run, restart, verify.
 demo: $(DEMO_STAMP)
-	$(BIN)/python -m app.demo
+	$(BIN)/python -m devkit.demo
 
 # Lint, types, then every test: unit, real-broker integration, chaos, Spark, chart and image.
 test: lint $(QUIX_STAMP)

@@ -1,6 +1,6 @@
 """The ``eos-bridge`` command line: one sub-command per job.
 
-Exit codes: 0 success; 1 ``verify`` found a violation (``dev-kafka status``: not running);
+Exit codes: 0 success; 1 ``verify`` found a violation;
 2 a usage, configuration or connection mistake (one line on stderr, never a traceback);
 ``run`` adds 3 (fatal Kafka error) and 4 (record failure with ``on_error=fail``).
 """
@@ -21,7 +21,6 @@ from confluent_kafka import KafkaException
 from app import logs, verify
 from app.cli_settings import settings_epilog, unknown_env_warnings
 from app.config import BridgeSettings, load_settings
-from app.devkafka import command as dev_kafka
 from app.errors import ConfigError
 from app.kafka.errors import describe
 from app.tools import lag, produce, tail, topics
@@ -134,7 +133,6 @@ def build_parser() -> argparse.ArgumentParser:
 
     for tool in (topics, produce, tail, lag):
         tool.add_parser(sub)
-    dev_kafka.add_parser(sub)
     return parser
 
 

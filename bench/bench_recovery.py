@@ -34,8 +34,7 @@ from typing import Any
 from confluent_kafka import Producer
 
 from app.config import BridgeSettings
-from app.devkafka import LocalKafka
-from app.devkafka.topics import create_topic
+from app.kafka.topics import create_topic
 from app.pipeline import Pipeline
 from app.pipeline.record import Row
 from app.pipeline.steps import StepContext
@@ -45,6 +44,7 @@ from app.state.steps import Count
 from changelog.format import changelog_headers
 from changelog.naming import changelog_topic_name
 from changelog.recovery import Restorer
+from devkit.kafka import LocalKafka
 
 GROUP = "bench-recovery"
 

@@ -14,11 +14,11 @@ import sys
 import tempfile
 from pathlib import Path
 
-from app.devkafka import LocalKafka
 from bench.contenders import BY_KEY
 from bench.data import seed_topic
 from bench.kafka import create_topics
 from bench.throughput import throughput_run
+from devkit.kafka import LocalKafka
 
 PIPELINES = ("route_existing", "route_missing")
 

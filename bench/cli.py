@@ -24,13 +24,13 @@ from typing import Any
 
 import confluent_kafka
 
-from app.devkafka import LocalKafka
 from bench import report
 from bench.contenders import BY_KEY, CONTENDERS, REPO, Contender, quix_python
 from bench.data import seed_topic
 from bench.kafka import create_topics
 from bench.latency import latency_run
 from bench.throughput import throughput_run
+from devkit.kafka import LocalKafka
 
 INPUTS = {"p1": "bench-in-kv", "p2": "bench-in-kv", "p3": "bench-in-win"}
 INPUT_KEYS = {"bench-in-kv": 100_000, "bench-in-win": 1000}
@@ -97,7 +97,7 @@ def quix_version() -> str:
 
 
 def _broker_version() -> str:
-    pom = (REPO / "app" / "devkafka" / "pom.xml").read_text()
+    pom = (REPO / "devkit" / "kafka" / "pom.xml").read_text()
     start = pom.find("<kafka.version>") + len("<kafka.version>")
     return f"Apache Kafka {pom[start : pom.find('</kafka.version>')]} (KRaft, 1 broker)"
 
@@ -106,7 +106,8 @@ def snapshot(target: Path) -> Path:
     """Copy the code under test (working tree) aside: every contender of the run executes the
     same code even while the working tree changes."""
     ignore = shutil.ignore_patterns("__pycache__", "results", "*.pyc")
-    for package in ("app", "changelog", "bench"):
+    # devkit and spark_jobs: the bench's own imports (launcher, Maven fetcher) in the snapshot.
+    for package in ("app", "changelog", "spark_jobs", "devkit", "bench"):
         shutil.copytree(REPO / package, target / package, ignore=ignore)
     return target
 

@@ -8,7 +8,7 @@ import time
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from app.devkafka.topics import create_topic, end_offsets, partitions_of
+from app.kafka.topics import create_topic, end_offsets, partitions_of
 
 
 class Probe:

@@ -20,12 +20,12 @@ import tempfile
 from collections import Counter
 from pathlib import Path
 
-from app.devkafka import LocalKafka
 from bench.cli import INPUT_KEYS, INPUTS, log
 from bench.contenders import BY_KEY, REPO
 from bench.data import seed_topic
 from bench.kafka import create_topics
 from bench.throughput import throughput_run
+from devkit.kafka import LocalKafka
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -5,7 +5,7 @@ The jobs read what the bridge reads (and what the Helm chart mounts from Secrets
 - the ``kafka:`` map of the bridge's config file (``$BRIDGE_CONFIG_FILE``), librdkafka names:
   ``security.protocol``, ``sasl.mechanisms``, ``ssl.ca.location``, ``ssl.certificate.location``,
   ``ssl.key.location``, ``ssl.endpoint.identification.algorithm``;
-- ``BRIDGE_KAFKA`` (a JSON object, as ``eos-bridge dev-kafka --secure`` writes it) and
+- ``BRIDGE_KAFKA`` (a JSON object, as ``python -m devkit.kafka start --secure`` writes it) and
   ``BRIDGE_KAFKA__<key>`` variables, which win over the file (the chart passes the client key's
   password as ``BRIDGE_KAFKA__ssl.key.password``);
 - ``BRIDGE_SASL_USERNAME`` / ``BRIDGE_SASL_PASSWORD``.
@@ -47,7 +47,7 @@ def bridge_kafka_settings(env: Mapping[str, str]) -> dict[str, str]:
         except (OSError, yaml.YAMLError) as exc:
             raise JobConfigError(f"{CONFIG_FILE_ENV}={path}: cannot read it ({exc})") from None
         settings.update({str(k): str(v) for k, v in (doc.get("kafka") or {}).items()})
-    whole = env.get("BRIDGE_KAFKA")  # the bridge's JSON form, as dev-kafka --secure writes it
+    whole = env.get("BRIDGE_KAFKA")  # the bridge's JSON form (the dev broker writes it)
     if whole:
         try:
             doc = json.loads(whole)

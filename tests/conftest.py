@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from app.devkafka import LocalKafka
+from devkit.kafka import LocalKafka
 from tests.support.kafka import KafkaFixture
 
 
@@ -51,7 +51,7 @@ def cluster3(tmp_path: Path) -> Iterator[LocalKafka]:
 
 @pytest.fixture(scope="session")
 def secure(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalKafka]:
-    """A broker with SASL_SSL (SCRAM), mTLS and ACLs (app.devkafka.security); the admin's
+    """A broker with SASL_SSL (SCRAM), mTLS and ACLs (devkit.kafka.security); the admin's
     PLAINTEXT listener is ``.bootstrap``."""
     cluster = LocalKafka(tmp_path_factory.mktemp("secure-kafka"), secure=True, heap="512m")
     cluster.start(timeout=120)

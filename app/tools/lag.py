@@ -13,9 +13,9 @@ from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException
 from confluent_kafka.admin import AdminClient
 
 from app.config import ConnectionSettings
-from app.devkafka.topics import end_offsets
 from app.errors import ConfigError
 from app.kafka.errors import describe
+from app.kafka.topics import end_offsets
 from app.tools.connect import EXIT_OK, Subparsers, connection, tool_parser
 
 

@@ -13,9 +13,9 @@ from dataclasses import dataclass
 
 import orjson
 
-from app.devkafka.topics import seed
 from app.errors import ConfigError
 from app.kafka.admin import require_topics
+from app.kafka.topics import seed
 from app.tools.connect import EXIT_OK, Subparsers, connection, tool_parser
 
 

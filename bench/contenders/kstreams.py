@@ -3,7 +3,7 @@
 ``mvn -q -B package`` runs on a copy of ``bench/kstreams`` (pom + sources) from the code under
 test; the jar and its runtime dependencies land in ``~/.cache/eos-bridge/kstreams-bench-<hash>``
 keyed by the pom and the sources, so later runs start no Maven at all (like the broker jars, see
-:mod:`app.devkafka.jars`). Maven resolves from Maven Central into ``~/.m2`` on the first build.
+:mod:`spark_jobs.maven`). Maven resolves from Maven Central into ``~/.m2`` on the first build.
 """
 
 from __future__ import annotations
@@ -11,17 +11,17 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from app.devkafka.jars import EnvironmentProblem, cache_home, require_java, require_maven
 from bench.contenders import Job
+from spark_jobs.maven import cache_home, require_tool, run_maven
 
 MAIN_CLASS = "io.eosbridge.bench.StreamsBench"
 JAR = "kstreams-bench.jar"
 WARMUP_RECORDS = 500_000  # JIT-warm runs: this many input records (at most the input) first
 _DONE_MARKER = ".complete"
+NEEDED_BY = "the Kafka Streams contender of the bench"
 
 
 @dataclass(slots=True, frozen=True)
@@ -65,17 +65,22 @@ def build(project: Path) -> Path:
     shutil.rmtree(work, ignore_errors=True)
     # Build on a copy: Maven's target/ must not appear in the source tree (or the snapshot).
     shutil.copytree(project, work, ignore=shutil.ignore_patterns("target"))
-    proc = subprocess.run(
-        [mvn, "-q", "-B", "package"], cwd=work, capture_output=True, text=True, check=False
-    )
-    if proc.returncode != 0:
-        tail = "\n".join((proc.stdout + proc.stderr).splitlines()[-15:])
-        raise EnvironmentProblem(f"Building {project} with Maven failed:\n{tail}")
+    run_maven(mvn, ["package"], f"building {project}", cwd=work)
     shutil.rmtree(dest, ignore_errors=True)
     (work / "target").rename(dest)
     (dest / _DONE_MARKER).write_text("ok")
     shutil.rmtree(work, ignore_errors=True)
     return dest
+
+
+def require_java() -> str:
+    """Path of ``java``, or an ``EnvironmentProblem`` naming what to install."""
+    return require_tool("java", NEEDED_BY)
+
+
+def require_maven() -> str:
+    """Path of ``mvn``, or an ``EnvironmentProblem`` naming what to install."""
+    return require_tool("mvn", NEEDED_BY)
 
 
 def command(job: Job, key: str) -> tuple[list[str], dict[str, str]]:

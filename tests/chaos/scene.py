@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from app.devkafka.cluster import free_port
+from devkit.kafka.cluster import free_port
 from tests.support.bridge import BridgeProcess, bridge_topics, json_records
 from tests.support.chaos import (
     FAST_FAULTS,

@@ -3,7 +3,7 @@
 Each document gets its own broker from the project's launcher (``LocalKafka``) in a private
 directory on a free port, and the blocks run in document order from the repository root with
 bash (``-e -o pipefail``), in an environment that points the commands at that broker:
-``EOS_BRIDGE_DEV_KAFKA_DIR``/``_PORT`` (so ``eos-bridge dev-kafka start|stop`` manage it) and
+``EOS_BRIDGE_DEV_KAFKA_DIR``/``_PORT`` (so ``python -m devkit.kafka start|stop`` manage it) and
 ``BRIDGE_BOOTSTRAP_SERVERS``; plus ``BRIDGE_STATE_DIR`` in a temporary directory and
 ``BRIDGE_HTTP_PORT=0`` (the machine may have port 9000 taken). Any other ``BRIDGE_*`` variable
 of the calling environment is removed. Markers before a block: see :mod:`tests.docs.blocks`.
@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from app.devkafka import LocalKafka
-from app.devkafka.cluster import free_port
+from devkit.kafka import LocalKafka
+from devkit.kafka.cluster import free_port
 from tests.support.kafka import wait_until
 
 from .blocks import Block, extract

@@ -11,7 +11,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from app.devkafka.cluster import free_port
+from devkit.kafka.cluster import free_port
 from tests.integration.conftest import MakeBridge
 from tests.support.bridge import (
     REPO,

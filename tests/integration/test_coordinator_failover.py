@@ -14,7 +14,7 @@ import pytest
 from confluent_kafka import ElectionType, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from app.devkafka import LocalKafka
+from devkit.kafka import LocalKafka
 from tests.integration.conftest import MakeBridge
 from tests.integration.test_bridge_eos import assert_exactly_once
 from tests.support.bridge import BridgeProcess, base_settings, json_records, wait_caught_up

@@ -13,7 +13,8 @@ import pytest
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
-from app.devkafka import LocalKafka
+from devkit.kafka import LocalKafka
+from tests.support.bridge import REPO
 from tests.support.kafka import KafkaFixture, wait_until
 
 pytestmark = pytest.mark.integration
@@ -102,21 +103,21 @@ def test_brokers_die_with_a_crashed_owner(tmp_path: Path) -> None:
         f"""
         import os, sys
         from pathlib import Path
-        from app.devkafka import LocalKafka
+        from devkit.kafka import LocalKafka
         cluster = LocalKafka(Path({str(tmp_path / "k")!r}), brokers=1).start()
         print(cluster.brokers[0].pid, flush=True)
         os._exit(3)  # a crash: no finalizers, no stop()
         """
     )
-    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=REPO)
     assert proc.returncode == 3, proc.stderr
     pid = int(proc.stdout.split()[0])
     wait_until(lambda: not Path(f"/proc/{pid}").exists(), 30, f"broker pid {pid} to exit")
 
 
 def _dev_kafka(env: dict[str, str], tmp_path: Path) -> subprocess.CompletedProcess[str]:
-    cmd = [sys.executable, "-m", "app.cli", "dev-kafka", "start", "--dir", str(tmp_path / "dk")]
-    return subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=60)
+    cmd = [sys.executable, "-m", "devkit.kafka", "start", "--dir", str(tmp_path / "dk")]
+    return subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=60, cwd=REPO)
 
 
 def test_no_java_says_what_to_install(tmp_path: Path) -> None:
@@ -124,7 +125,7 @@ def test_no_java_says_what_to_install(tmp_path: Path) -> None:
     env["PATH"] = str(tmp_path)  # neither java nor mvn
     proc = _dev_kafka(env, tmp_path)
     assert proc.returncode == 2
-    assert "Java was not found" in proc.stderr
+    assert "`java` was not found: the local Kafka broker needs" in proc.stderr
     assert "apt-get install -y openjdk-17-jre-headless" in proc.stderr
 
 
@@ -137,7 +138,7 @@ def test_no_maven_says_what_to_install(tmp_path: Path) -> None:
     env.update(PATH=str(bin_dir), EOS_BRIDGE_HOME=str(tmp_path / "empty-cache"))
     proc = _dev_kafka(env, tmp_path)
     assert proc.returncode == 2
-    assert "Maven was not found" in proc.stderr
+    assert "`mvn` was not found: the local Kafka broker needs" in proc.stderr
     assert "apt-get install -y maven" in proc.stderr
 
 
@@ -145,8 +146,10 @@ def test_cached_jars_need_no_maven(kafka_cluster: LocalKafka | None, tmp_path: P
     """Second run does not download: with the cache filled, no mvn on PATH is needed."""
     java = subprocess.run(["which", "java"], capture_output=True, text=True).stdout.strip()
     env = dict(os.environ, PATH=str(Path(java).parent))
-    code = "from app.devkafka import ensure_kafka_jars; print(ensure_kafka_jars())"
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    code = "from devkit.kafka import ensure_kafka_jars; print(ensure_kafka_jars())"
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=REPO
+    )
     assert proc.returncode == 0, proc.stderr
     assert any(Path(proc.stdout.strip()).glob("kafka_2.13-*.jar"))
 

@@ -1,6 +1,6 @@
 """The bridge against a broker really configured for security: SASL_SSL with SCRAM-SHA-512,
 an mTLS listener with ``ssl.client.auth=required``, and ``StandardAuthorizer`` ACLs that grant
-the bridge's principal only what it needs (app.devkafka.security)."""
+the bridge's principal only what it needs (devkit.kafka.security)."""
 
 from __future__ import annotations
 
@@ -22,9 +22,9 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
-from app.devkafka import LocalKafka
-from app.devkafka.cluster import free_port
-from app.devkafka.security import MTLS_CLIENT_CN, bridge_acls, create_acls
+from devkit.kafka import LocalKafka
+from devkit.kafka.cluster import free_port
+from devkit.kafka.security import MTLS_CLIENT_CN, bridge_acls, create_acls
 from tests.integration.conftest import MakeBridge
 from tests.support.bridge import (
     REPO,
@@ -39,7 +39,7 @@ from tests.support.kafka import KafkaFixture
 
 pytestmark = pytest.mark.integration
 
-READER_GROUP = "eos-bridge-reader"  # app.devkafka.topics' read-to-end consumer (assign only)
+READER_GROUP = "eos-bridge-reader"  # app.kafka.topics' read-to-end consumer (assign only)
 
 
 def _client_settings(cluster: LocalKafka, listener: str) -> tuple[dict[str, Any], list[str]]:
@@ -142,12 +142,12 @@ def test_secure_listeners_refuse_a_client_without_credentials(secure: LocalKafka
 
 
 def test_dev_kafka_secure_writes_working_bridge_settings(tmp_path: Path) -> None:
-    """`eos-bridge dev-kafka start --secure`: the env files it writes get a client in."""
+    """`python -m devkit.kafka start --secure`: the env files it writes get a client in."""
     home = tmp_path / "dk"
-    cli = [sys.executable, "-m", "app.cli", "dev-kafka"]
+    cli = [sys.executable, "-m", "devkit.kafka"]
     started = subprocess.run(
         [*cli, "start", "--secure", "--dir", str(home), "--port", str(free_port())],
-        capture_output=True, text=True, timeout=180, check=False,
+        capture_output=True, text=True, timeout=180, check=False, cwd=REPO,
     )  # fmt: skip
     try:
         assert started.returncode == 0, started.stderr[-3000:]
@@ -173,7 +173,8 @@ def test_dev_kafka_secure_writes_working_bridge_settings(tmp_path: Path) -> None
             assert producer.flush(60) == 0
             assert reports == [None], f"{name}: {reports}"
     finally:
-        subprocess.run([*cli, "stop", "--dir", str(home)], capture_output=True, timeout=60)
+        stop = [*cli, "stop", "--dir", str(home)]
+        subprocess.run(stop, capture_output=True, timeout=60, cwd=REPO, check=False)
 
 
 def _refused_start(

@@ -11,8 +11,8 @@ from typing import Any
 import orjson
 import pytest
 
-from app.devkafka.cluster import free_port
 from changelog.naming import changelog_topic_name
+from devkit.kafka.cluster import free_port
 from tests.integration.conftest import MakeBridge as Make
 from tests.support.bridge import (
     BridgeProcess,

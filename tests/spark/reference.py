@@ -13,7 +13,7 @@ from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from app.devkafka.topics import KafkaRecord
+from app.kafka.topics import KafkaRecord
 
 MAX_TS_MS = 253_402_300_799_999
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
-from app.devkafka.topics import KafkaRecord
+from app.kafka.topics import KafkaRecord
 from spark_jobs.backfill import run_backfill
 from spark_jobs.config import BackfillConfig, KafkaRange, KafkaSource, StreamConfig, WindowSpec
 from spark_jobs.stream import StreamSummary, run_stream

@@ -16,8 +16,8 @@ from confluent_kafka.admin import (
 )
 from pyspark.sql import SparkSession
 
-from app.devkafka import LocalKafka
-from app.devkafka.security import create_acls
+from devkit.kafka import LocalKafka
+from devkit.kafka.security import create_acls
 from spark_jobs.config import KafkaSource, StreamConfig, WindowSpec
 from spark_jobs.security import security_options
 from spark_jobs.stream import run_stream

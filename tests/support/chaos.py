@@ -25,10 +25,10 @@ import orjson
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource
 
-from app.devkafka import LocalKafka
-from app.devkafka.cluster import free_ports
-from app.devkafka.topics import KafkaRecord, partitions_of
+from app.kafka.topics import KafkaRecord, partitions_of
 from app.output import H_OFFSET, H_PARTITION, H_TOPIC
+from devkit.kafka import LocalKafka
+from devkit.kafka.cluster import free_ports
 from tests.support.bridge import BridgeProcess, http_get
 from tests.support.feed import Feeder, caught_up, open_records
 from tests.support.kafka import KafkaFixture, wait_until

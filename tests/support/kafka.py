@@ -9,8 +9,8 @@ from typing import Any
 
 from confluent_kafka import Consumer, Producer
 
-from app.devkafka import topics
-from app.devkafka.topics import KafkaRecord
+from app.kafka import topics
+from app.kafka.topics import KafkaRecord
 
 
 def wait_until(condition: Callable[[], bool], timeout: float, what: str, step: float = 0.1) -> None:

@@ -12,7 +12,7 @@ import tempfile
 from types import TracebackType
 from typing import Any
 
-from app.devkafka.topics import KafkaRecord
+from app.kafka.topics import KafkaRecord
 from bench.contenders import REPO, quix_python
 
 

@@ -14,7 +14,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from app.devkafka.cluster import _die_with_parent, free_port
+from devkit.kafka.cluster import _die_with_parent, free_port
 from tests.support.kafka import wait_until
 
 REPO = Path(__file__).resolve().parents[2]

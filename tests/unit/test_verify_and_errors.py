@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import orjson
 
-from app.devkafka.topics import KafkaRecord
+from app.kafka.topics import KafkaRecord
 from app.output import H_OFFSET, H_PARTITION, H_TOPIC
 from app.pipeline.encoding import encode_key, encode_value
 from app.verify import IdExtractor, audit

@@ -1,6 +1,6 @@
 """A secured local broker: certificates made at start, SASL_SSL/SCRAM, mTLS and ACLs.
 
-Listeners of a secure :class:`~app.devkafka.cluster.LocalKafka`:
+Listeners of a secure :class:`~devkit.kafka.cluster.LocalKafka`:
 
 =============  =================================================  ===========================
 listener       security                                           principal
@@ -36,10 +36,10 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
-from app.devkafka.jars import EnvironmentProblem
+from devkit.kafka.jars import EnvironmentProblem
 
 if TYPE_CHECKING:
-    from app.devkafka.cluster import LocalKafka
+    from devkit.kafka.cluster import LocalKafka
 
 SCRAM_MECHANISM = "SCRAM-SHA-512"
 MTLS_CLIENT_CN = "bridge-mtls"
@@ -215,8 +215,8 @@ def create_acls(admin_bootstrap: str, bindings: list[AclBinding], timeout: float
 
 
 def write_client_settings(cluster: LocalKafka, security: DevSecurity) -> list[Path]:
-    """For ``dev-kafka start --secure``: let the dev users ``bridge`` (SCRAM) and the mTLS
-    client certificate do anything (wildcard ACLs), and write each listener's ``BRIDGE_*``
+    """For ``python -m devkit.kafka start --secure``: let the dev users ``bridge`` (SCRAM) and
+    the mTLS client certificate do anything (wildcard ACLs), and write each listener's ``BRIDGE_*``
     settings to an env file (mode 0600: it holds a password) for ``set -a; . file``."""
     wildcard = ResourcePatternType.LITERAL
     bindings = [

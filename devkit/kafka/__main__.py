@@ -1,24 +1,32 @@
-"""``eos-bridge dev-kafka start|stop|status``: a long-lived local broker for the demo and you."""
+"""``python -m devkit.kafka start|stop|status``: a long-lived local broker for you and the docs.
+
+Exit codes: 0 done (``status``: running); 1 ``status``: not running; 2 Java or Maven missing,
+or the broker did not start (one line on stderr, or the broker's last log lines).
+"""
 
 from __future__ import annotations
 
 import argparse
 import os
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
-from app.devkafka.cluster import LocalKafka, LocalKafkaError
-from app.devkafka.jars import EnvironmentProblem, cache_home
-from app.devkafka.security import write_client_settings
+from devkit.kafka.cluster import LocalKafka, LocalKafkaError
+from devkit.kafka.jars import EnvironmentProblem, cache_home
+from devkit.kafka.security import write_client_settings
 
+PROG = "python -m devkit.kafka"
 DEFAULT_PORT = 19092
 # Another place and port for a second dev broker (the doc tests run README's commands on one).
 DIR_ENV, PORT_ENV = "EOS_BRIDGE_DEV_KAFKA_DIR", "EOS_BRIDGE_DEV_KAFKA_PORT"
 
 
-def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """Register ``dev-kafka`` on the top-level CLI."""
-    parser = sub.add_parser("dev-kafka", help="start/stop a local Kafka broker for development")
+def build_parser() -> argparse.ArgumentParser:
+    """The launcher's command line."""
+    parser = argparse.ArgumentParser(
+        prog=PROG, description="Start, stop or show a local Kafka broker for development."
+    )
     parser.add_argument("action", choices=["start", "stop", "status"])
     default_dir = Path(os.environ.get(DIR_ENV) or cache_home() / "dev-kafka")
     parser.add_argument("--dir", type=Path, default=default_dir, help=f"default: ${DIR_ENV}")
@@ -34,11 +42,11 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         action="store_true",
         help="also SASL_SSL (SCRAM-SHA-512) and mTLS listeners, with ACLs (see docs/security.md)",
     )
-    parser.set_defaults(func=run)
+    return parser
 
 
 def run(args: argparse.Namespace) -> int:
-    """Carry out one dev-kafka action; returns the exit code."""
+    """Carry out one action; returns the exit code."""
     existing = LocalKafka.attach(args.dir)
     running = existing is not None and any(b.alive() for b in existing.brokers)
     if args.action == "status":
@@ -67,8 +75,17 @@ def run(args: argparse.Namespace) -> int:
     except (EnvironmentProblem, LocalKafkaError) as exc:
         print(f"dev-kafka: {exc}", file=sys.stderr)
         return 2
-    print(f"dev-kafka: started, bootstrap {cluster.bootstrap} (stop: eos-bridge dev-kafka stop)")
+    print(f"dev-kafka: started, bootstrap {cluster.bootstrap} (stop: {PROG} stop)")
     if cluster.security is not None:
         for path in write_client_settings(cluster, cluster.security):
             print(f"dev-kafka: secure listener settings for the bridge in {path}")
     return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of ``python -m devkit.kafka``."""
+    return run(build_parser().parse_args(argv))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

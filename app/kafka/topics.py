@@ -1,4 +1,9 @@
-"""Small admin, seeding and read-to-end helpers shared by tests, ``verify``, the demo and bench."""
+"""Create, feed and read topics to the end: for ``verify``, the tools, the demo, tests and bench.
+
+Every helper builds its clients from the caller's connection: ``verify`` and the tools pass
+``ConnectionSettings.client_config()``, so they reach Kafka exactly as the bridge does (SASL,
+TLS, any ``kafka:`` setting); tests and the bench pass the bare address of a local broker.
+"""
 
 from __future__ import annotations
 

@@ -22,8 +22,8 @@ from pathlib import Path
 
 import orjson
 
-from app.devkafka import LocalKafka
-from app.devkafka.topics import committed_offsets, create_topic, end_offsets, read_all, seed
+from app.kafka.topics import committed_offsets, create_topic, end_offsets, read_all, seed
+from devkit.kafka import LocalKafka
 
 REPO = Path(__file__).resolve().parents[1]
 RECORDS, BATCH, PARTITIONS = 60_000, 3_000, 4

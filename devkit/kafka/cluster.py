@@ -23,8 +23,8 @@ from pathlib import Path
 
 from confluent_kafka.admin import AdminClient
 
-from app.devkafka.jars import ensure_kafka_jars, require_java
-from app.devkafka.security import DevSecurity
+from devkit.kafka.jars import ensure_kafka_jars, require_java
+from devkit.kafka.security import DevSecurity
 
 _LOG4J = Path(__file__).with_name("log4j2.properties")
 _STATE_FILE = "cluster.json"
@@ -114,10 +114,11 @@ class LocalKafka:
     Args:
         directory: where configs, data and logs go (wiped on :meth:`start` unless ``reuse``).
         brokers: 1 or 3.
-        tied_to_parent: brokers die with this Python process (tests); False for ``dev-kafka``.
+        tied_to_parent: brokers die with this Python process (tests); False for the
+            long-lived broker of ``python -m devkit.kafka``.
         first_port: fixed client port of broker 1 (others free); None picks free ports.
         heap: JVM max heap per broker.
-        secure: add SASL_SSL (SCRAM) and mTLS listeners and ACLs (:mod:`app.devkafka.security`).
+        secure: add SASL_SSL (SCRAM) and mTLS listeners and ACLs (:mod:`devkit.kafka.security`).
         proxy_ports: one port per broker where a TCP proxy (Toxiproxy) will listen; each
             broker then gets a second client listener (``BrokerProcess.proxied_port``) that
             advertises its proxy's port, so clients bootstrapped through the proxies stay
