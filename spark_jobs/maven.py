@@ -95,8 +95,6 @@ def fetch_jars(pom: Path, name: str, needed_by: str, alternative: str = "") -> l
         run_maven(mvn, [*args, f"-DoutputDirectory={partial}"], f"fetching the jars of {pom}")
         names = sorted(p.name for p in partial.glob("*.jar"))
         (partial / _MANIFEST).write_text("\n".join(names) + "\n")
-        if _complete_jars(dest) is None:
-            shutil.rmtree(dest, ignore_errors=True)  # a fetch that was cut short
         # If another process finished first, its copy is as good as ours.
         with contextlib.suppress(OSError):
             partial.rename(dest)

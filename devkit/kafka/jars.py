@@ -1,6 +1,6 @@
 """The broker jars (``pom.xml`` next to this file), fetched by the project's one Maven fetcher.
 
-Cached in ``$EOS_BRIDGE_HOME/kafka-jars-<hash of the pom>`` by :mod:`spark_jobs.maven`, so a
+Cached in ``$EOS_BRIDGE_HOME/kafka-broker-jars-<hash of the pom>`` by :mod:`spark_jobs.maven`, so a
 second start runs no Maven at all.
 """
 
@@ -24,4 +24,4 @@ def require_java() -> str:
 
 def ensure_kafka_jars() -> Path:
     """Directory holding the Kafka broker jars (fetched on first use)."""
-    return fetch_jars(POM, "kafka-jars", NEEDED_BY)[0].parent
+    return fetch_jars(POM, "kafka-broker-jars", NEEDED_BY)[0].parent
