@@ -23,9 +23,9 @@ from spark_jobs.errors import EnvironmentProblem
 
 _MANIFEST = ".complete"
 _INSTALL = {
-    "java": "a Java 17+ runtime (Debian/Ubuntu: apt-get install -y openjdk-17-jre-headless, "
-    "or set JAVA_HOME)",
-    "mvn": "Maven to fetch jars from Maven Central on first use "
+    "java": "install a Java 17+ runtime (Debian/Ubuntu: apt-get install -y "
+    "openjdk-17-jre-headless) or set JAVA_HOME",
+    "mvn": "install Maven, which fetches the jars from Maven Central on first use "
     "(Debian/Ubuntu: apt-get install -y maven)",
 }
 
@@ -49,7 +49,7 @@ def require_tool(name: str, needed_by: str, alternative: str = "") -> str:
     found = shutil.which(name)
     if found is None:
         raise EnvironmentProblem(
-            f"`{name}` was not found: {needed_by} needs {_INSTALL[name]}"
+            f"`{name}` was not found (needed by {needed_by}): {_INSTALL[name]}"
             + (f"; {alternative}" if alternative else "")
         )
     return found

@@ -125,7 +125,7 @@ def test_no_java_says_what_to_install(tmp_path: Path) -> None:
     env["PATH"] = str(tmp_path)  # neither java nor mvn
     proc = _dev_kafka(env, tmp_path)
     assert proc.returncode == 2
-    assert "`java` was not found: the local Kafka broker needs" in proc.stderr
+    assert "`java` was not found (needed by the local Kafka broker)" in proc.stderr
     assert "apt-get install -y openjdk-17-jre-headless" in proc.stderr
 
 
@@ -138,7 +138,7 @@ def test_no_maven_says_what_to_install(tmp_path: Path) -> None:
     env.update(PATH=str(bin_dir), EOS_BRIDGE_HOME=str(tmp_path / "empty-cache"))
     proc = _dev_kafka(env, tmp_path)
     assert proc.returncode == 2
-    assert "`mvn` was not found: the local Kafka broker needs" in proc.stderr
+    assert "`mvn` was not found (needed by the local Kafka broker)" in proc.stderr
     assert "apt-get install -y maven" in proc.stderr
 
 
