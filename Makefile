@@ -11,7 +11,7 @@ QUIX_VENV := .venv-quix
 QUIX_STAMP := $(QUIX_VENV)/.installed
 QUIX_REQUIREMENT := quixstreams==3.28.*
 
-.PHONY: install quix-venv demo test test-spark-image lint unit bench chaos dev-kafka-stop clean
+.PHONY: install quix-venv demo test test-spark-image lint unit bench chaos clean
 
 $(STAMP): pyproject.toml
 	@command -v $(PYTHON) >/dev/null || { echo "Python 3.11+ is required (apt-get install -y python3 python3-venv)"; exit 1; }
