@@ -54,8 +54,9 @@ def free_ports(n: int) -> list[int]:
             s.close()
 
 
-def _die_with_parent() -> None:
-    # Test brokers must not outlive a crashed pytest: the kernel SIGKILLs them with it.
+def die_with_parent() -> None:
+    """``preexec_fn``: the kernel SIGKILLs the child when the thread that started it dies."""
+    # Test brokers and bridges must not outlive a crashed pytest.
     libc = ctypes.CDLL("libc.so.6", use_errno=True)
     libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
 
@@ -399,7 +400,7 @@ class LocalKafka:
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
                 start_new_session=not self.tied_to_parent,
-                preexec_fn=_die_with_parent if self.tied_to_parent else None,
+                preexec_fn=die_with_parent if self.tied_to_parent else None,
             )
         broker.pid = broker._proc.pid
 

@@ -6,6 +6,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -13,9 +14,14 @@ from typing import Any
 
 import orjson
 
+from devkit.kafka.cluster import die_with_parent
 from tests.support.kafka import KafkaFixture, wait_until
 
 REPO = Path(__file__).resolve().parents[2]
+
+
+def _on_main_thread() -> bool:
+    return threading.current_thread() is threading.main_thread()
 
 
 class BridgeProcess:
@@ -46,6 +52,9 @@ class BridgeProcess:
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 cwd=REPO,
+                # PDEATHSIG follows the starting *thread*: only the main thread lives as long
+                # as the test run, so bridges started from helper threads are not tied.
+                preexec_fn=die_with_parent if _on_main_thread() else None,
             )
         return self
 

@@ -14,7 +14,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from devkit.kafka.cluster import _die_with_parent, free_port
+from devkit.kafka.cluster import die_with_parent, free_port
 from tests.support.kafka import wait_until
 
 REPO = Path(__file__).resolve().parents[2]
@@ -37,7 +37,7 @@ class Toxiproxy:
                 [binary, "-host", "127.0.0.1", "-port", str(self.api_port)],
                 stdout=log,
                 stderr=subprocess.STDOUT,
-                preexec_fn=_die_with_parent,  # no proxy outlives a killed test run
+                preexec_fn=die_with_parent,  # no proxy outlives a killed test run
             )
         wait_until(self._answers, 30, f"toxiproxy API on port {self.api_port}")
         return self
