@@ -37,7 +37,7 @@ pytestmark = pytest.mark.integration
 class DocSession:
     """One document's broker, environment and background commands."""
 
-    def __init__(self, workdir: Path) -> None:
+    def __init__(self, workdir: Path, broker: bool = True) -> None:
         self.workdir = workdir
         self.kafka = LocalKafka(workdir / "dev-kafka", first_port=free_port())
         bootstrap = self.kafka.bootstrap
@@ -49,7 +49,7 @@ class DocSession:
             "BRIDGE_STATE_DIR": str(workdir / "state"),
             "BRIDGE_HTTP_PORT": "0",
         }
-        self.started = False
+        self.started = not broker  # the broker starts with the first block that needs it
         self.failed: str | None = None
         self.background: list[tuple[Block, subprocess.Popen[bytes], Path]] = []
 
@@ -156,13 +156,19 @@ def test_blocks_and_markers_are_extracted(tmp_path: Path) -> None:
 
 def test_a_failing_block_and_an_unclean_stop_fail_the_test(tmp_path: Path) -> None:
     """The harness can fail: a non-zero exit, and a background command that Ctrl-C kills."""
-    session = DocSession(tmp_path)
+    session = DocSession(tmp_path, broker=False)
     doc = tmp_path / "doc.md"
     try:
         with pytest.raises(pytest.fail.Exception, match=r"doc.md:1: exit code 3"):
             session.run(Block(doc, 1, "true\nexit 3\n"))
-        trapped = tmp_path / "trapped"  # the trap is set: Ctrl-C now exits 7, not -2
-        forever = f"trap 'exit 7' INT\ntouch {trapped}\nwhile true; do sleep 1; done\n"
+        trapped = tmp_path / "trapped"  # the handler is set: Ctrl-C now exits 7, not -2
+        # One process that handles SIGINT itself: a bash trap around a `sleep` child once
+        # missed the signal under load (CI run 6) and the block never stopped.
+        handler = "signal.signal(signal.SIGINT, lambda *_: sys.exit(7))"
+        forever = (
+            f'exec python3 -c "import pathlib, signal, sys; {handler}; '
+            f"pathlib.Path('{trapped}').touch(); signal.pause()\"\n"
+        )
         session.run(Block(doc, 5, forever, background=True))
         wait_until(trapped.exists, 60, "the background block to set its trap")
         with pytest.raises(pytest.fail.Exception, match=r"doc.md:5: exit code 7 after Ctrl-C"):
