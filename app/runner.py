@@ -11,7 +11,6 @@ from __future__ import annotations
 import logging
 import signal
 from types import FrameType
-from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, KafkaException, Producer
 from confluent_kafka.admin import AdminClient, ConfigResource
@@ -31,7 +30,7 @@ from app.metrics import Metrics
 from app.output import Output
 from app.pipeline.builder import Pipeline, load_pipeline
 from app.pipeline.spec import load_spec
-from app.state import NoState, StateBackend
+from app.state import NoState, StateBackend, make_backend
 from app.transactions import Transactions
 from app.watchdog import Watchdog
 
@@ -99,13 +98,10 @@ def _batch_limit(admin: AdminClient, topics: list[str], timeout: float) -> int |
     return min(limits) if limits else None
 
 
-def make_state(settings: BridgeSettings, pipeline: Pipeline, producer: Any) -> StateBackend:
+def make_state(settings: BridgeSettings, pipeline: Pipeline) -> StateBackend:
     if not pipeline.stateful:
         return NoState()
-    from app.state import make_backend
-
-    backend: StateBackend = make_backend(settings, pipeline, producer)
-    return backend
+    return make_backend(settings, pipeline)
 
 
 def build(settings: BridgeSettings, metrics: Metrics, health: Health, watchdog: Watchdog) -> Bridge:
@@ -167,7 +163,7 @@ def build(settings: BridgeSettings, metrics: Metrics, health: Health, watchdog: 
         if refused is not None:
             raise refused from None
         raise
-    state = make_state(settings, pipeline, producer)
+    state = make_state(settings, pipeline)
     checkpoint = Checkpoint(
         consumer, txn, output, state, metrics,
         interval=settings.commit_interval,

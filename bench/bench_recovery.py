@@ -38,10 +38,10 @@ from app.devkafka import LocalKafka
 from app.devkafka.topics import create_topic
 from app.pipeline import Pipeline
 from app.pipeline.record import Row
+from app.pipeline.stateful import Count
 from app.pipeline.steps import StepContext
 from app.state import make_backend
 from app.state.manager import RocksDBState
-from app.state.steps import Count
 from changelog.format import changelog_headers
 from changelog.naming import changelog_topic_name
 from changelog.recovery import Restorer

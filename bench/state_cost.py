@@ -20,9 +20,9 @@ import zlib
 from pathlib import Path
 
 from app.pipeline.record import Row
+from app.pipeline.stateful import Count
 from app.pipeline.steps import StepContext
 from app.state.manager import RocksDBState
-from app.state.steps import Count
 from bench.bench_recovery import _Producer
 from changelog.recovery import Restorer
 

@@ -34,6 +34,11 @@ def encode_key(key: Any) -> bytes | None:
     return str(key).encode()
 
 
+def header_bytes(headers: list[tuple[str, bytes | None]]) -> int:
+    """What record headers add to the size of a produced record (names and values)."""
+    return sum(len(k) + len(v or b"") for k, v in headers)
+
+
 def has_non_finite(value: Any) -> bool:
     """True if ``value`` holds a float NaN or ±inf anywhere in its dicts and lists."""
     if isinstance(value, float):

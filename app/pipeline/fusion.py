@@ -26,11 +26,11 @@ from typing import Any
 
 from orjson import dumps, loads
 
-from app.pipeline.encoding import encode_key
+from app.pipeline.encoding import encode_key, header_bytes
 from app.pipeline.expressions import MESSAGE_META, Translated, build, fields_code, translate
-from app.pipeline.steps import header_bytes
 
-FusedBatch = Callable[[list[Any]], list[tuple[bytes, Any, Any]] | None]
+Encoded = tuple[bytes, Any, Any]  # output value bytes, key, headers
+FusedBatch = Callable[[list[Any]], list[Encoded] | None]
 
 
 @dataclass(slots=True, frozen=True)

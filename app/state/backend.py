@@ -5,11 +5,10 @@ The loop calls these at fixed points; :class:`NoState` is the backend of statele
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
-if TYPE_CHECKING:
-    from app.pipeline.steps import StateAccess
-    from changelog.recovery import RestoreProgress
+from app.state.access import StateAccess
+from changelog.recovery import RestoreProgress
 
 TopicPartitionKey = tuple[str, int]
 

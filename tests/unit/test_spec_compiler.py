@@ -15,8 +15,8 @@ from app.errors import ConfigError, ExpressionLimit
 from app.output import Output
 from app.pipeline import Pipeline, Row, StepContext
 from app.pipeline.spec import compile_spec, load_spec
+from app.pipeline.stateful import Count
 from app.pipeline.steps import fuse
-from app.state.steps import Count
 from bench.pipelines import p1
 from tests.unit.test_fused_path import Msg
 
