@@ -16,6 +16,7 @@ from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, KafkaExcepti
 from confluent_kafka.admin import AdminClient, ConfigResource
 
 from app.checkpoint import Checkpoint
+from app.collector import RecordCollector
 from app.config import BridgeSettings
 from app.deadletters import DeadLetters
 from app.errors import BridgeError, ConfigError, InstanceFenced, KafkaFatalError, RecordError
@@ -116,7 +117,7 @@ def build(settings: BridgeSettings, metrics: Metrics, health: Health, watchdog: 
             dict(settings.consumer),
         )
     )  # fmt: skip
-    output_holder: dict[str, Output] = {}
+    collector_holder: dict[str, RecordCollector] = {}
     pconf = producer_config(
         settings.bootstrap_servers,
         settings.transactional_id if settings.exactly_once else None,
@@ -133,7 +134,7 @@ def build(settings: BridgeSettings, metrics: Metrics, health: Health, watchdog: 
     # delivery makes commit_transaction fail with an abortable error naming its topic,
     # partition and broker error (tests/integration/test_localkafka.py pins that contract).
     if not (pipeline.stateful and settings.exactly_once):
-        pconf["on_delivery"] = lambda err, msg: output_holder["o"].on_delivery(err, msg)
+        pconf["on_delivery"] = lambda err, msg: collector_holder["c"].on_delivery(err, msg)
     txn = Transactions(
         lambda: Producer(pconf),
         consumer,
@@ -143,9 +144,9 @@ def build(settings: BridgeSettings, metrics: Metrics, health: Health, watchdog: 
         reset_offset=OFFSET_END if _starts_from_end(settings) else OFFSET_BEGINNING,
         where=f"transaction coordinator of {settings.transactional_id!r}",
     )
-    producer = txn.producer
+    collector = collector_holder["c"] = RecordCollector(txn.producer, metrics)
     output = Output(
-        producer,
+        collector,
         settings.output_topic,
         settings.dead_letter_topic,
         settings.max_output_bytes,
@@ -155,7 +156,6 @@ def build(settings: BridgeSettings, metrics: Metrics, health: Health, watchdog: 
             metrics, health, settings.max_dead_letter_ratio, settings.dead_letter_ratio_window
         ),
     )
-    output_holder["o"] = output
     try:
         txn.init()
     except KafkaFatalError as exc:

@@ -27,7 +27,7 @@ def encode_value(value: Any) -> bytes | None:
     return orjson.dumps(value)
 
 
-def encode_key(key: Any) -> bytes | None:
+def encode_output_key(key: Any) -> bytes | None:
     """bytes as is, None as None, anything else as its ``str`` in UTF-8."""
     if key is None or isinstance(key, bytes):
         return key

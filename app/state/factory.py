@@ -13,7 +13,9 @@ from confluent_kafka.admin import AdminClient
 
 from app.config import BridgeSettings
 from app.errors import ConfigError
+from app.kafka.errors import consumer_retriable, settling
 from app.state.backend import NoState, StateBackend
+from app.state.errors import changelog_errors
 from app.state.locking import StateDirLock
 from app.state.manager import RocksDBState
 from changelog.naming import changelog_topic_name, validate_store_name
@@ -39,7 +41,8 @@ def pipeline_stores(pipeline: StepList) -> list[str]:
             continue
         name = getattr(step, "name", "")
         store = getattr(step, "store", None) or name
-        validate_store_name(store, f"pipeline step {i} ({name})")
+        with changelog_errors():
+            validate_store_name(store, f"pipeline step {i} ({name})")
         if store in stores:
             raise ConfigError(
                 f"pipeline step {i} ({name}): store name {store!r} is used by another "
@@ -76,10 +79,12 @@ def make_backend(settings: BridgeSettings, pipeline: StepList) -> StateBackend:
     for topic in settings.input_topics:
         partitions = _partition_count(admin, topic, settings.startup_timeout)
         for store in stores:
-            name = changelog_topic_name(settings.group_id, topic, store)
+            with changelog_errors():
+                name = changelog_topic_name(settings.group_id, topic, store)
             changelogs[(store, topic)] = name
             specs.append(ChangelogSpec(name, partitions))
-    ensure_changelog_topics(admin, specs, timeout=settings.startup_timeout)
+    with changelog_errors():
+        ensure_changelog_topics(admin, specs, timeout=settings.startup_timeout)
     restore_conf = {
         **RESTORE_CONSUMER_DEFAULTS,
         **common,
@@ -94,8 +99,8 @@ def make_backend(settings: BridgeSettings, pipeline: StepList) -> StateBackend:
         root,
         changelogs,
         settings.state_cache_max_bytes,
-        Restorer(lambda: Consumer(restore_conf)),
-        lambda tps: changelog_watermarks(admin, tps, settings.startup_timeout),
+        Restorer(lambda: Consumer(restore_conf), retriable=consumer_retriable),
+        lambda tps: changelog_watermarks(admin, tps, settings.startup_timeout, settling=settling),
         lock,
     )
 
