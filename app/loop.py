@@ -2,8 +2,8 @@
 
 Reads top to bottom: :meth:`Bridge.run` is the loop and the error ladder (every exception
 class of :mod:`app.errors` has its one reaction there, as in Kafka Streams'
-``StreamThread.runLoop``); each box of the DESIGN data flow is one method below it. The
-transaction's life (begin, commit, abort, rewind, new producer) belongs to
+``StreamThread.runLoop``); each box of the README's architecture drawing is one method below
+it. The transaction's life (begin, commit, abort, rewind, new producer) belongs to
 :class:`app.transactions.Transactions`; the watchdog bounds every batch and every step.
 """
 

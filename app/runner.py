@@ -130,9 +130,9 @@ def build(settings: BridgeSettings, metrics: Metrics, health: Health, watchdog: 
         # Record-batch overhead (61 bytes) + headroom: a full batch always fits the topic.
         pconf["batch.size"] = min(_LIBRDKAFKA_BATCH_SIZE, max(1, batch_limit - 512))
     # Exactly-once with state: success reports stay on (the changelog writer reads its offsets
-    # from them) but without a Python call per record (~0.5 µs each): a record that fails
-    # delivery makes commit_transaction fail with an abortable error naming its topic,
-    # partition and broker error (tests/integration/test_localkafka.py pins that contract).
+    # from them) but without a Python call per record: a record that fails delivery makes
+    # commit_transaction fail with an abortable error naming its topic, partition and broker
+    # error (tests/integration/test_localkafka.py pins that contract).
     if not (pipeline.stateful and settings.exactly_once):
         pconf["on_delivery"] = lambda err, msg: collector_holder["c"].on_delivery(err, msg)
     txn = Transactions(

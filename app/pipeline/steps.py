@@ -138,7 +138,7 @@ def fuse(steps: list[Step], decode_json: bool, max_bytes: int) -> FusedBatch | N
     """One pass over a batch of consumer messages for a pipeline of filters and dict maps.
 
     The pass decodes, filters, maps and encodes each message without building :class:`Row`
-    objects (about 1 µs per record less; bench/, issue 7). It returns the encoded outputs, or
+    objects (those are much of the general path's cost). It returns the encoded outputs, or
     None when anything needs the general path: a message error, undecodable JSON, a raising
     step, a map result that is not a dict or None (fan-out lists, strings...), an output that
     cannot be encoded faithfully (integers beyond 64 bits, NaN/inf), an output whose

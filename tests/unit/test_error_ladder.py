@@ -1,4 +1,4 @@
-"""The error ladder: every Kafka error class against the reaction the DESIGN table promises.
+"""The error ladder: every Kafka error class against the reaction the README table promises.
 
 First the classifier (app.kafka.errors, by code and flags only), then the loop
 (app.loop.Bridge.run) with fake clients: each error, raised where librdkafka raises it, must
