@@ -88,7 +88,7 @@ class RecordCollector:
             except BufferError:
                 self._when_room(topic, value, key, {"headers": headers})
             except KafkaException as exc:
-                raise _refused(topic, exc) from exc
+                raise _refused(f"produce to {topic!r}", exc) from exc
         self._out += 1
 
     def send_alone(self, topic: str, value: bytes | None, key: bytes | None, headers: Any) -> None:
@@ -110,7 +110,7 @@ class RecordCollector:
             except BufferError:
                 self._when_room(topic, payload, key, {"headers": headers})
             except KafkaException as exc:
-                raise _refused(topic, exc) from exc
+                raise _refused(f"produce to {topic!r}", exc) from exc
         self._out += len(records)
         self.end_batch()
 
@@ -151,16 +151,16 @@ class RecordCollector:
                 delivered(msg.topic(), msg.partition(), msg.offset())
 
         kwargs: dict[str, Any] = {"partition": partition, "headers": headers}
-        produce = self._producer.produce
+        produce, what = self._producer.produce, f"changelog produce to {topic}[{partition}]"
         for i, (key, value) in enumerate(records.items()):
             if i == last:
                 kwargs = {**kwargs, "on_delivery": report}
             try:
                 produce(topic, value, key, **kwargs)
             except BufferError:
-                self._when_room(topic, value, key, kwargs)
+                self._when_room(topic, value, key, kwargs, what)
             except KafkaException as exc:
-                raise _refused(topic, exc) from exc
+                raise _refused(what, exc) from exc
 
     def end_batch(self) -> None:
         """Serve delivery reports, count the batch's output records."""
@@ -175,9 +175,11 @@ class RecordCollector:
         except BufferError:
             self._when_room(topic, value, key, kwargs)
         except KafkaException as exc:
-            raise _refused(topic, exc) from exc
+            raise _refused(f"produce to {topic!r}", exc) from exc
 
-    def _when_room(self, topic: str, value: Any, key: Any, kwargs: dict[str, Any]) -> None:
+    def _when_room(
+        self, topic: str, value: Any, key: Any, kwargs: dict[str, Any], what: str = ""
+    ) -> None:
         """The local queue is full: serve deliveries, then produce again until it fits."""
         while True:
             self._producer.poll(_FULL_QUEUE_WAIT_S)
@@ -187,7 +189,7 @@ class RecordCollector:
             except BufferError:
                 continue
             except KafkaException as exc:
-                raise _refused(topic, exc) from exc
+                raise _refused(what or f"produce to {topic!r}", exc) from exc
 
     # ---- the checkpoint's side -------------------------------------------------------------
 
@@ -223,6 +225,7 @@ def too_large_for_client(exc: BaseException | None) -> bool:
     return exc is not None and has_code(exc, KafkaError.MSG_SIZE_TOO_LARGE)
 
 
-def _refused(topic: str, exc: KafkaException) -> CheckpointAborted:
-    message = f"produce to {topic!r} failed: {describe(exc)}"
+def _refused(what: str, exc: KafkaException) -> CheckpointAborted:
+    """The error for a record the producer refused; ``what`` names the call and topic."""
+    message = f"{what} failed: {describe(exc)}"
     return RecordTooLarge(message) if too_large_for_client(exc) else CheckpointAborted(message)

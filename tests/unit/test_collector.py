@@ -84,7 +84,7 @@ def test_a_size_refusal_is_the_records_own_and_anything_else_aborts() -> None:
     with pytest.raises(RecordTooLarge, match="produce to 'out' failed: MSG_SIZE_TOO_LARGE"):
         collector.send("out", b"x" * 10, None, None)
     producer.fail["produce"].append(kafka_exc(KafkaError._STATE))
-    with pytest.raises(CheckpointAborted) as aborted:
+    with pytest.raises(CheckpointAborted, match=r"changelog produce to cl\[0\] failed") as aborted:
         collector.send_run("cl", 0, {b"k": b"v"}, [], lambda *_: None)
     assert not isinstance(aborted.value, RecordTooLarge)
 
