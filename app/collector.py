@@ -220,7 +220,7 @@ class RecordCollector:
         self.refusals.reset()
 
 
-def too_large_for_client(exc: BaseException | None) -> bool:
+def _too_large_for_client(exc: BaseException | None) -> bool:
     """librdkafka refused a record synchronously for its size (a record error, not abortable)."""
     return exc is not None and has_code(exc, KafkaError.MSG_SIZE_TOO_LARGE)
 
@@ -228,4 +228,4 @@ def too_large_for_client(exc: BaseException | None) -> bool:
 def _refused(what: str, exc: KafkaException) -> CheckpointAborted:
     """The error for a record the producer refused; ``what`` names the call and topic."""
     message = f"{what} failed: {describe(exc)}"
-    return RecordTooLarge(message) if too_large_for_client(exc) else CheckpointAborted(message)
+    return RecordTooLarge(message) if _too_large_for_client(exc) else CheckpointAborted(message)
