@@ -15,6 +15,7 @@ from app.state.factory import reset_state, state_root
 from app.state.locking import StateDirLock
 from app.state.manager import RocksDBState
 from app.state.store import StorePartition
+from changelog.errors import ChangelogReadError
 from changelog.format import CF_HEADER, PROCESSED_OFFSETS_HEADER
 from changelog.recovery import Restorer
 
@@ -368,3 +369,16 @@ def test_only_the_last_changelog_record_of_a_partition_asks_for_a_report(tmp_pat
     store = StorePartition(tmp_path / "count" / "in" / "0", "t")
     assert store.changelog_offset() == 2  # the last record's offset
     store.close()
+
+
+def test_a_changelog_that_cannot_be_read_is_a_recovery_error(tmp_path: Path) -> None:
+    def unreadable(_tps: Any) -> Any:
+        raise ChangelogReadError(f"cannot list offsets of changelog {CHANGELOG}[0]: denied")
+
+    state = RocksDBState(
+        tmp_path, {("count", "in"): CHANGELOG}, 1 << 20, restorer(no_consumer), unreadable
+    )
+    state.assign([("in", 0)])
+    with pytest.raises(RecoveryError, match=rf"{CHANGELOG}\[0\]: denied"):
+        state.recover({("in", 0): -1001}, 1.0)
+    state.close()
