@@ -96,7 +96,7 @@ class Checkpoint:
         started = time.perf_counter()
         positions = self._positions()
         # 1. changelog records for dirty state keys, inside the transaction
-        self._state.produce_changelogs(self._txn.producer, positions)
+        self._state.produce_changelogs(self._output.collector, positions)
         # 2. flush; any delivery error (output or changelog) fails the checkpoint
         self._output.flush(self._flush_timeout)
         self._state.verify_delivery()

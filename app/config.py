@@ -120,7 +120,9 @@ class BridgeSettings(ConnectionSettings):
     transaction_timeout_ms: int = Field(60_000, ge=1000, le=900_000)
     batch_size: int = Field(2000, ge=1, le=100_000, description="consume(num_messages=...)")
     poll_timeout: float = Field(0.2, gt=0, le=5)
-    shutdown_timeout: float = Field(30.0, gt=0, description="final checkpoint deadline")
+    shutdown_timeout: float = Field(
+        30.0, gt=0, description="after SIGTERM the process is gone within this many seconds"
+    )
     startup_timeout: float = Field(30.0, gt=0, description="broker reachability deadline")
     call_timeout: float = Field(
         30.0, gt=0, le=300,

@@ -13,9 +13,12 @@
     ├── CheckpointAborted          abortable failure inside a transaction (delivery error,
     │   │                          ILLEGAL_GENERATION, ...): abort, drop uncommitted state,
     │   │                          rewind to the committed offsets, continue
-    │   └── RecordRefused          the broker refused one output record (too large for the
-    │                              topic, invalid timestamp, policy): as above, and the
-    │                              record goes to the dead-letter topic on replay
+    │   ├── RecordRefused          the broker refused one output record (too large for the
+    │   │                          topic, invalid timestamp, policy): as above, and the
+    │   │                          record goes to the dead-letter topic on replay
+    │   └── RecordTooLarge         librdkafka refused a record for its size before sending
+    │                              it: an output or dead letter is dead-lettered or cut
+    │                              at once (app.output); elsewhere the transaction aborts
     ├── PartitionsMigrated         partitions were lost while we held uncommitted work:
     │                              abort, drop their state, rewind the rest, rejoin
     ├── StateCorrupted             local state unusable: wipe that partition's store and
@@ -88,6 +91,10 @@ class RecordRefused(CheckpointAborted):
     def __init__(self, message: str, topic: str, key: bytes | None, value: bytes | None) -> None:
         super().__init__(message, reason="record_refused")
         self.topic, self.key, self.value = topic, key, value
+
+
+class RecordTooLarge(CheckpointAborted):
+    """librdkafka refused one record for its size (over ``message.max.bytes``) at produce."""
 
 
 class PartitionsMigrated(BridgeError):

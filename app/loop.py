@@ -2,8 +2,8 @@
 
 Reads top to bottom: :meth:`Bridge.run` is the loop and the error ladder (every exception
 class of :mod:`app.errors` has its one reaction there, as in Kafka Streams'
-``StreamThread.runLoop``); each box of the DESIGN data flow is one method below it. The
-transaction's life (begin, commit, abort, rewind, new producer) belongs to
+``StreamThread.runLoop``); each box of the README's architecture drawing is one method below
+it. The transaction's life (begin, commit, abort, rewind, new producer) belongs to
 :class:`app.transactions.Transactions`; the watchdog bounds every batch and every step.
 """
 
@@ -88,7 +88,7 @@ class Bridge:
         # An abort drops all uncommitted work: state cache, latched delivery errors, the count.
         for discard in (state.discard, output.reset, checkpoint.abandon):
             txn.on_abort(discard)
-        txn.on_new_producer(output.rebind)
+        txn.on_new_producer(output.collector.rebind)
         self._rebalancer = Rebalancer(consumer, checkpoint, state, metrics, health, txn)
         self._progress = ProgressLog(consumer, metrics)
         self.stopping = False
@@ -228,7 +228,6 @@ class Bridge:
                 with self._phase("output", deadline):
                     self._output.send_encoded(encoded)
                 self._metrics.records_in.inc(len(messages))
-                self._metrics.records_out.inc(len(encoded))
                 return
         rows, failures = self._decode_batch(messages)
         ctx = StepContext(retries=self._retries, state=self._state_access())
@@ -242,7 +241,6 @@ class Bridge:
         for failure in failures + ctx.failures + unsent:
             self._fail(failure)
         self._metrics.records_in.inc(len(messages))
-        self._metrics.records_out.inc(len(rows) - len(unsent))
 
     def _phase(self, what: str, deadline: float) -> Any:
         return self._watchdog.guard(what, deadline - time.monotonic(), "", _TXN_DEADLINE)
@@ -288,7 +286,6 @@ class Bridge:
                 f"{type(failure.error).__name__}: {failure.error} (on_error=fail)"
             )
         self._output.dead_letter(failure)  # logged once per checkpoint (app.deadletters)
-        self._metrics.dead_lettered.inc()
 
     def _consumer_error(self, err: KafkaError) -> None:
         reaction = classify_consumer(err)

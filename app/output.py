@@ -1,26 +1,23 @@
-"""Output: serialize rows, produce them, dead-letter failures, latch delivery errors.
+"""Output: serialize rows, check sizes and routes, dead-letter what cannot be written.
 
-Like Kafka Streams' RecordCollector: every record the bridge writes goes through here, into
-the producer's open transaction.
+What becomes of each row; the producing itself (back-off, delivery errors, counting) is the
+one writer's, :class:`app.collector.RecordCollector`, which changelog records share.
 """
 
 from __future__ import annotations
 
-import functools
 import logging
-import time
 from collections.abc import Callable
 from typing import Any
 
 import orjson
-from confluent_kafka import KafkaError, KafkaException
 
+from app.collector import RecordCollector
 from app.deadletters import DeadLetters
-from app.errors import CheckpointAborted, OutputRefused, OutputTooLarge, RecordError
-from app.kafka.errors import describe, kafka_error, record_refused
+from app.errors import OutputRefused, OutputTooLarge, RecordError, RecordTooLarge
 from app.pipeline.encoding import (
     NON_FINITE,
-    encode_key,
+    encode_output_key,
     encode_value,
     has_non_finite,
     not_encodable,
@@ -31,7 +28,6 @@ from app.pipeline.steps import Failure
 from app.refusals import ALONE, Refusals
 
 log = logging.getLogger(__name__)
-_FLUSH_SLICE_S = 0.1
 
 # Dead-letter headers (also documented in the README).
 H_TOPIC = "eos.dlq.source.topic"
@@ -44,10 +40,10 @@ H_VALUE_DROPPED = "eos.dlq.value.dropped.bytes"
 
 
 class Output:
-    """Produces rows and dead letters into the open transaction of ``producer``.
+    """Turns rows into output records and dead letters for ``collector`` to produce.
 
     Args:
-        producer: the transactional producer.
+        collector: the one writer (owns the producer).
         default_topic: where rows without a route go (``output_topic``).
         dlq_topic: the dead-letter topic.
         max_bytes: ``max_output_bytes``; larger outputs are dead-lettered.
@@ -59,7 +55,7 @@ class Output:
 
     def __init__(
         self,
-        producer: Any,
+        collector: RecordCollector,
         default_topic: str,
         dlq_topic: str,
         max_bytes: int,
@@ -67,41 +63,32 @@ class Output:
         client_max_bytes: int = 1_000_000,
         dead_letters: DeadLetters | None = None,
     ) -> None:
-        self._producer = producer
+        self.collector = collector
         self._default_topic = default_topic
         self._dlq_topic = dlq_topic
         self._max_bytes = max_bytes
         self._topic_exists = topic_exists
         self._client_max_bytes = client_max_bytes  # the producer's message.max.bytes
         self._dead_letters = dead_letters
-        self._delivery_errors: list[str] = []
         # Inputs dead-lettered in the open transaction: a fan-out whose outputs fail twice
         # still puts its input in the DLQ once.
         self._dead: set[tuple[str, int, int]] = set()
         self._route_errors: dict[str, RecordError] = {}  # one error object per missing topic
         self._last_error: tuple[BaseException, str, list[tuple[str, bytes]]] | None = None
-        self.refusals = Refusals()  # records the broker refused: DLQ on replay
 
-    def on_delivery(self, err: Any, msg: Any) -> None:
-        """Producer-level delivery callback: latch failures; the checkpoint raises them."""
-        if err is not None:
-            what = f"{describe(err)} (topic {msg.topic()} partition {msg.partition()})"
-            self._delivery_errors.append(what)
-            if record_refused(err):
-                self.refusals.note(err, msg.topic(), msg.key(), msg.value())
-
-    def rebind(self, producer: Any) -> None:
-        """Write through ``producer`` from now on (the old one was fenced or failed)."""
-        self._producer = producer
+    @property
+    def refusals(self) -> Refusals:
+        """Records the broker refused (kept by the collector, dead-lettered here on replay)."""
+        return self.collector.refusals
 
     def send(self, rows: list[Row]) -> list[Failure]:
         """Produce ``rows``; returns those that cannot be written (see :meth:`_refusal`).
 
         The hot path of the bridge: the common cases (dict value, bytes or no key, no headers)
-        are inlined; everything else goes through :func:`encode_value` / :func:`encode_key`.
+        are inlined; everything else goes through :func:`encode_value` / :func:`encode_output_key`.
         """
         failures: list[Failure] = []
-        produce = self._produce_fn()
+        send = self.collector.send
         default, max_bytes, dumps = self._default_topic, self._max_bytes, orjson.dumps
         for row in rows:
             value, topic, key = row.value, row.topic, row.key
@@ -110,7 +97,7 @@ class Output:
                 payload = dumps(value) if type(value) is dict else encode_value(value)
                 if key is not None and type(key) is not bytes:
                     what = "key"
-                    key = encode_key(key)
+                    key = encode_output_key(key)
             except Exception as exc:  # orjson.JSONEncodeError, UnicodeEncodeError, a key's str()
                 failures.append(Failure(row, "output", not_encodable(row, what, exc)))
                 continue
@@ -127,23 +114,12 @@ class Output:
                 continue
             if self.refusals.pending and self._refused(row, topic, payload, failures):
                 continue
-            headers = row.headers
             try:
-                if headers is None:
-                    produce(topic, payload, key)  # no keyword argument: cheaper to parse
-                else:
-                    produce(topic, payload, key, headers=headers)
-            except BufferError:
-                self._producer.poll(0.05)  # queue full: serve deliveries, then retry
-                self._produce(produce, topic, payload, key, headers)
-            except KafkaException as exc:
-                if not _too_large_for_client(exc):
-                    raise CheckpointAborted(
-                        f"produce to {topic!r} failed: {describe(exc)}"
-                    ) from exc
+                send(topic, payload, key, row.headers)
+            except RecordTooLarge:
                 size = len(payload or b"") + len(key or b"")
                 failures.append(Failure(row, "output", _too_large(row, size, max_bytes)))
-        self._producer.poll(0)
+        self.collector.end_batch()
         return failures
 
     def _refusal(self, row: Row, payload: bytes) -> RecordError:
@@ -172,26 +148,17 @@ class Output:
     ) -> bool:
         """Handle ``row`` if the broker refused its output before (see :mod:`app.refusals`):
         a confirmed refusal joins ``failures`` (dead letter), a suspect is produced alone."""
-        key = encode_key(row.key)
+        key = encode_output_key(row.key)
         verdict = self.refusals.check((topic, key, payload))
         if verdict is None:
             return False
         if verdict == ALONE:
-            self._producer.flush(30)  # alone in its produce request: refused or not, by itself
-            self._produce(self._produce_fn(), topic, payload, key, row.headers)
-            self._producer.flush(30)
+            self.collector.send_alone(topic, payload, key, row.headers)
             return True
         where = f"{row.source_topic}[{row.partition}]@{row.offset}"
         error = OutputRefused(f"output of {where} was refused by the broker: {verdict}")
         failures.append(Failure(row, "output", error))
         return True
-
-    def _produce_fn(self) -> Any:
-        """``producer.produce``; with a per-record delivery report while diagnosing a refusal
-        (a producer without producer-level reports cannot name the refused record otherwise)."""
-        if self.refusals.diagnosing:
-            return functools.partial(self._producer.produce, on_delivery=self.on_delivery)
-        return self._producer.produce
 
     @property
     def fast_path_max_bytes(self) -> int:
@@ -202,19 +169,7 @@ class Output:
     def send_encoded(self, records: list[tuple[bytes, Any, Any]]) -> None:
         """Produce records already encoded by :func:`app.pipeline.steps.fuse` (value, key,
         headers; sizes checked there) to the default topic."""
-        produce, topic = self._producer.produce, self._default_topic
-        for payload, key, headers in records:
-            try:
-                if headers is None:
-                    produce(topic, payload, key)
-                else:
-                    produce(topic, payload, key, headers=headers)
-            except BufferError:
-                self._producer.poll(0.05)  # queue full: serve deliveries, then retry
-                self._produce(produce, topic, payload, key, headers)
-            except KafkaException as exc:
-                raise CheckpointAborted(f"produce to {topic!r} failed: {describe(exc)}") from exc
-        self._producer.poll(0)
+        self.collector.send_encoded(self._default_topic, records)
 
     def dead_letter(self, failure: Failure) -> None:
         """Write the failed record's original bytes to the DLQ with error headers (once per
@@ -235,14 +190,12 @@ class Output:
         if self._dead_letters is not None:
             self._dead_letters.add(failure)
         try:
-            self._produce(self._producer.produce, self._dlq_topic, row.raw, key, headers)
-        except CheckpointAborted as exc:
-            if not _too_large_for_client(exc.__cause__):
-                raise
+            self.collector.send_dead_letter(self._dlq_topic, row.raw, key, headers)
+        except RecordTooLarge:
             # The input bytes plus our headers exceed message.max.bytes: keep the headers
             # (they name the source offset, where the bytes still are) and drop the value.
             headers.append((H_VALUE_DROPPED, str(len(row.raw or b"")).encode()))
-            self._produce(self._producer.produce, self._dlq_topic, None, key, headers)
+            self.collector.send_dead_letter(self._dlq_topic, None, key, headers)
 
     def _error_headers(self, error: BaseException, step: str) -> list[tuple[str, bytes]]:
         """Class, message and step headers; encoded once for a run of records that share one
@@ -258,29 +211,18 @@ class Output:
         return encoded
 
     def flush(self, timeout: float) -> None:
-        """Wait for every delivery; raise :class:`CheckpointAborted` on any failure.
+        """Wait for every delivery (:meth:`app.collector.RecordCollector.flush`).
 
-        Flushes in slices and stops at the first latched error: after a failed delivery the
-        transaction must abort, and librdkafka holds the rest of the queue until it does.
+        Raises:
+            CheckpointAborted: a record failed or is undelivered after ``timeout`` seconds.
         """
-        deadline = time.monotonic() + timeout
-        remaining = self._producer.flush(min(timeout, _FLUSH_SLICE_S))
-        while remaining and not self._delivery_errors and time.monotonic() < deadline:
-            remaining = self._producer.flush(min(deadline - time.monotonic(), _FLUSH_SLICE_S))
-        self.refusals.raise_if_refused()
-        if remaining and not self._delivery_errors:
-            raise CheckpointAborted(f"{remaining} records not delivered within {timeout}s")
-        if self._delivery_errors:
-            first, count = self._delivery_errors[0], len(self._delivery_errors)
-            self._delivery_errors.clear()
-            raise CheckpointAborted(f"{count} delivery error(s), first: {first}")
+        self.collector.flush(timeout)
 
     def reset(self) -> None:
         """Forget latched errors and dead letters (after an abort they belong to the aborted
         transaction); refused records are kept until their replay dead-letters them."""
-        self._delivery_errors.clear()
+        self.collector.reset()
         self._dead.clear()
-        self.refusals.reset()
         if self._dead_letters is not None:
             self._dead_letters.discard()
 
@@ -290,18 +232,6 @@ class Output:
         self._dead.clear()
         if self._dead_letters is not None:
             self._dead_letters.committed(consumed)
-
-    def _produce(
-        self, produce: Any, topic: str, value: bytes | None, key: bytes | None, headers: Any
-    ) -> None:
-        while True:
-            try:
-                produce(topic, value, key, headers=headers)
-                return
-            except BufferError:
-                self._producer.poll(0.05)  # queue full: serve deliveries, then retry
-            except KafkaException as exc:
-                raise CheckpointAborted(f"produce to {topic!r} failed: {describe(exc)}") from exc
 
 
 def _text(text: str) -> bytes:
@@ -317,12 +247,6 @@ def _dlq_key(key: Any) -> bytes | None:
         return _text(str(key))
     except Exception:  # a key object whose str() raises: the source headers still identify it
         return None
-
-
-def _too_large_for_client(exc: BaseException | None) -> bool:
-    """librdkafka refused a record synchronously for its size (a record error, not abortable)."""
-    err = kafka_error(exc) if exc is not None else None
-    return err is not None and err.code() == KafkaError.MSG_SIZE_TOO_LARGE
 
 
 def _too_large(row: Row, size: int, limit: int) -> RecordError:

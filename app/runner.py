@@ -11,12 +11,12 @@ from __future__ import annotations
 import logging
 import signal
 from types import FrameType
-from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, KafkaException, Producer
 from confluent_kafka.admin import AdminClient, ConfigResource
 
 from app.checkpoint import Checkpoint
+from app.collector import RecordCollector
 from app.config import BridgeSettings
 from app.deadletters import DeadLetters
 from app.errors import BridgeError, ConfigError, InstanceFenced, KafkaFatalError, RecordError
@@ -31,7 +31,7 @@ from app.metrics import Metrics
 from app.output import Output
 from app.pipeline.builder import Pipeline, load_pipeline
 from app.pipeline.spec import load_spec
-from app.state import NoState, StateBackend
+from app.state import NoState, StateBackend, make_backend
 from app.transactions import Transactions
 from app.watchdog import Watchdog
 
@@ -99,13 +99,10 @@ def _batch_limit(admin: AdminClient, topics: list[str], timeout: float) -> int |
     return min(limits) if limits else None
 
 
-def make_state(settings: BridgeSettings, pipeline: Pipeline, producer: Any) -> StateBackend:
+def make_state(settings: BridgeSettings, pipeline: Pipeline) -> StateBackend:
     if not pipeline.stateful:
         return NoState()
-    from app.state import make_backend
-
-    backend: StateBackend = make_backend(settings, pipeline, producer)
-    return backend
+    return make_backend(settings, pipeline)
 
 
 def build(settings: BridgeSettings, metrics: Metrics, health: Health, watchdog: Watchdog) -> Bridge:
@@ -120,7 +117,7 @@ def build(settings: BridgeSettings, metrics: Metrics, health: Health, watchdog: 
             dict(settings.consumer),
         )
     )  # fmt: skip
-    output_holder: dict[str, Output] = {}
+    collector_holder: dict[str, RecordCollector] = {}
     pconf = producer_config(
         settings.bootstrap_servers,
         settings.transactional_id if settings.exactly_once else None,
@@ -133,11 +130,11 @@ def build(settings: BridgeSettings, metrics: Metrics, health: Health, watchdog: 
         # Record-batch overhead (61 bytes) + headroom: a full batch always fits the topic.
         pconf["batch.size"] = min(_LIBRDKAFKA_BATCH_SIZE, max(1, batch_limit - 512))
     # Exactly-once with state: success reports stay on (the changelog writer reads its offsets
-    # from them) but without a Python call per record (~0.5 µs each): a record that fails
-    # delivery makes commit_transaction fail with an abortable error naming its topic,
-    # partition and broker error (tests/integration/test_localkafka.py pins that contract).
+    # from them) but without a Python call per record: a record that fails delivery makes
+    # commit_transaction fail with an abortable error naming its topic, partition and broker
+    # error (tests/integration/test_localkafka.py pins that contract).
     if not (pipeline.stateful and settings.exactly_once):
-        pconf["on_delivery"] = lambda err, msg: output_holder["o"].on_delivery(err, msg)
+        pconf["on_delivery"] = lambda err, msg: collector_holder["c"].on_delivery(err, msg)
     txn = Transactions(
         lambda: Producer(pconf),
         consumer,
@@ -147,9 +144,9 @@ def build(settings: BridgeSettings, metrics: Metrics, health: Health, watchdog: 
         reset_offset=OFFSET_END if _starts_from_end(settings) else OFFSET_BEGINNING,
         where=f"transaction coordinator of {settings.transactional_id!r}",
     )
-    producer = txn.producer
+    collector = collector_holder["c"] = RecordCollector(txn.producer, metrics)
     output = Output(
-        producer,
+        collector,
         settings.output_topic,
         settings.dead_letter_topic,
         settings.max_output_bytes,
@@ -159,7 +156,6 @@ def build(settings: BridgeSettings, metrics: Metrics, health: Health, watchdog: 
             metrics, health, settings.max_dead_letter_ratio, settings.dead_letter_ratio_window
         ),
     )
-    output_holder["o"] = output
     try:
         txn.init()
     except KafkaFatalError as exc:
@@ -167,7 +163,7 @@ def build(settings: BridgeSettings, metrics: Metrics, health: Health, watchdog: 
         if refused is not None:
             raise refused from None
         raise
-    state = make_state(settings, pipeline, producer)
+    state = make_state(settings, pipeline)
     checkpoint = Checkpoint(
         consumer, txn, output, state, metrics,
         interval=settings.commit_interval,

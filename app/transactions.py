@@ -84,10 +84,6 @@ class Transactions:
     def producer(self) -> Any:
         return self._producer
 
-    @property
-    def open(self) -> bool:
-        return self._open
-
     # ---- the life of one transaction -------------------------------------------------------
 
     def init(self) -> None:

@@ -33,14 +33,16 @@ from typing import Any
 
 from confluent_kafka import Producer
 
+from app.collector import RecordCollector
 from app.config import BridgeSettings
+from app.kafka.errors import consumer_retriable
 from app.kafka.topics import create_topic
 from app.pipeline import Pipeline
 from app.pipeline.record import Row
+from app.pipeline.stateful import Count
 from app.pipeline.steps import StepContext
 from app.state import make_backend
 from app.state.manager import RocksDBState
-from app.state.steps import Count
 from changelog.format import changelog_headers
 from changelog.naming import changelog_topic_name
 from changelog.recovery import Restorer
@@ -152,11 +154,12 @@ def cache(keys: int, cap_mb: int) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as root:
         backend = RocksDBState(
             Path(root), {("count", "t"): "changelog"}, cap_mb << 20,
-            Restorer(lambda: None), lambda tps: {tp: (0, 0) for tp in tps},
+            Restorer(lambda: None, retriable=consumer_retriable),
+            lambda tps: {tp: (0, 0) for tp in tps},
         )  # fmt: skip
         backend.assign([("t", 0)])
         backend.recover({("t", 0): -1001}, 1.0)
-        step, producer, checkpoints = Count(), _Producer(), 0
+        step, producer, checkpoints = Count(), RecordCollector(_Producer()), 0
         started = time.perf_counter()
         for start in range(0, 2 * keys, 2000):
             rows = [

@@ -19,10 +19,12 @@ import time
 import zlib
 from pathlib import Path
 
+from app.collector import RecordCollector
+from app.kafka.errors import consumer_retriable
 from app.pipeline.record import Row
+from app.pipeline.stateful import Count
 from app.pipeline.steps import StepContext
 from app.state.manager import RocksDBState
-from app.state.steps import Count
 from bench.bench_recovery import _Producer
 from changelog.recovery import Restorer
 
@@ -33,7 +35,8 @@ BATCH = 2000
 def _backend(root: Path, cache_mb: int) -> RocksDBState:
     backend = RocksDBState(
         root, {("count", "t"): "changelog"}, cache_mb << 20,
-        Restorer(lambda: None), lambda tps: {tp: (0, 0) for tp in tps},
+        Restorer(lambda: None, retriable=consumer_retriable),
+            lambda tps: {tp: (0, 0) for tp in tps},
     )  # fmt: skip
     tps = [("t", p) for p in range(PARTITIONS)]
     backend.assign(tps)
@@ -50,7 +53,11 @@ def run(
     partition_of = [zlib.crc32(k) % PARTITIONS for k in names]  # like the bench's input
     segments: list[dict[str, float]] = []
     with tempfile.TemporaryDirectory() as root:
-        backend, step, producer = _backend(Path(root), cache_mb), Count(), _Producer()
+        backend, step, producer = (
+            _backend(Path(root), cache_mb),
+            Count(),
+            RecordCollector(_Producer()),
+        )
         offsets: list[int] = [0] * PARTITIONS
         pending: list[list[Row]] = [[] for _ in range(PARTITIONS)]
         done = since = 0

@@ -17,8 +17,7 @@ from typing import Any
 from confluent_kafka import IsolationLevel, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import ConfigResource, NewTopic, OffsetSpec
 
-from app.errors import ConfigError, RecoveryError
-from app.kafka.errors import has_code, settling
+from changelog.errors import ChangelogConfigError, ChangelogReadError, ErrorTest, inner_error
 
 log = logging.getLogger(__name__)
 
@@ -47,8 +46,8 @@ def ensure_changelog_topics(
         timeout: seconds for each admin request.
 
     Raises:
-        ConfigError: a topic exists with the wrong partition count or is not compacted, or it
-            cannot be created.
+        ChangelogConfigError: a topic exists with the wrong partition count or is not
+            compacted, or it cannot be created.
     """
     if not specs:
         return
@@ -70,10 +69,12 @@ def _create(admin: Any, specs: list[ChangelogSpec], replication: int, timeout: f
             futures[spec.name].result(timeout)
             log.info("created changelog topic %s (%d partitions)", spec.name, spec.partitions)
         except KafkaException as exc:
-            if has_code(exc, KafkaError.TOPIC_ALREADY_EXISTS):  # another instance was quicker
+            err = inner_error(exc)
+            if err is not None and err.code() == KafkaError.TOPIC_ALREADY_EXISTS:
+                # another instance was quicker
                 _check(admin, spec, _partition_count(admin, spec.name, timeout), timeout)
                 continue
-            raise ConfigError(
+            raise ChangelogConfigError(
                 f"cannot create changelog topic {spec.name!r} ({spec.partitions} partitions, "
                 f"cleanup.policy=compact): {exc}. Create it yourself or grant CreateTopics."
             ) from None
@@ -93,7 +94,9 @@ def _wait_for_leaders(admin: Any, names: list[str], timeout: float) -> None:
             or any(p.leader < 0 for p in topics[n].partitions.values())
         ]
         if waiting and time.monotonic() > deadline:
-            raise ConfigError(f"changelog topics {waiting} have no leader after {timeout:.0f}s")
+            raise ChangelogConfigError(
+                f"changelog topics {waiting} have no leader after {timeout:.0f}s"
+            )
         if waiting:
             time.sleep(0.1)
 
@@ -104,7 +107,7 @@ def _partition_count(admin: Any, name: str, timeout: float) -> int:
 
 def _check(admin: Any, spec: ChangelogSpec, partitions: int, timeout: float) -> None:
     if partitions != spec.partitions:
-        raise ConfigError(
+        raise ChangelogConfigError(
             f"changelog topic {spec.name!r} has {partitions} partitions but its input topic has "
             f"{spec.partitions}: changelog partition p must hold the state of input partition p. "
             f"Delete the changelog topic (state is rebuilt from the input) or restore the input "
@@ -114,7 +117,7 @@ def _check(admin: Any, spec: ChangelogSpec, partitions: int, timeout: float) -> 
     configs = admin.describe_configs([resource])[resource].result(timeout)
     policy = configs["cleanup.policy"].value if "cleanup.policy" in configs else "delete"
     if "compact" not in str(policy).split(","):
-        raise ConfigError(
+        raise ChangelogConfigError(
             f"changelog topic {spec.name!r} has cleanup.policy={policy}, not compact: retention "
             f"would delete state. Set cleanup.policy=compact on it (kafka-configs --alter)."
         )
@@ -125,22 +128,28 @@ def _check(admin: Any, spec: ChangelogSpec, partitions: int, timeout: float) -> 
 
 
 def changelog_watermarks(
-    admin: Any, partitions: list[tuple[str, int]], timeout: float = 30.0
+    admin: Any, partitions: list[tuple[str, int]], timeout: float = 30.0, *, settling: ErrorTest
 ) -> dict[tuple[str, int], tuple[int, int]]:
     """(low, high) watermark per changelog partition, in two requests for all of them.
 
     The high watermark is read *uncommitted*: recovery must reach it, not the last stable
     offset, or committed records behind another producer's open transaction would be missed.
 
+    Args:
+        admin: a ``confluent_kafka.admin.AdminClient``.
+        partitions: the changelog partitions.
+        timeout: seconds for all of it.
+        settling: True for an error worth asking again (leadership moving, retriable).
+
     Raises:
-        RecoveryError: the offsets cannot be listed (the message names the partition).
+        ChangelogReadError: the offsets cannot be listed (the message names the partition).
     """
     result: dict[tuple[str, int], list[int]] = {tp: [0, 0] for tp in partitions}
     deadline = time.monotonic() + timeout
     for slot, spec in ((0, OffsetSpec.earliest()), (1, OffsetSpec.latest())):
         todo = list(partitions)
         while todo:
-            todo = _list_offsets(admin, todo, spec, slot, result, deadline)
+            todo = _list_offsets(admin, todo, spec, slot, result, deadline, settling)
     return {tp: (low, high) for tp, (low, high) in result.items()}
 
 
@@ -151,6 +160,7 @@ def _list_offsets(
     slot: int,
     result: dict[tuple[str, int], list[int]],
     deadline: float,
+    settling: ErrorTest,
 ) -> list[tuple[str, int]]:
     """One ListOffsets round; returns the partitions to ask again (leader moving, retriable)."""
     request = {TopicPartition(t, p): spec for t, p in partitions}
@@ -164,10 +174,11 @@ def _list_offsets(
         try:
             result[(tp.topic, tp.partition)][slot] = int(future.result().offset)
         except KafkaException as exc:
-            if settling(exc) and time.monotonic() < deadline:
+            err = inner_error(exc)
+            if err is not None and settling(err) and time.monotonic() < deadline:
                 again.append((tp.topic, tp.partition))
                 continue
-            raise RecoveryError(
+            raise ChangelogReadError(
                 f"cannot list offsets of changelog {tp.topic}[{tp.partition}]: {exc}"
             ) from None
     if again:

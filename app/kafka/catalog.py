@@ -1,7 +1,7 @@
 """Which topics exist, answered from memory for routed records.
 
 A route is asked about once per record, so the answer must not cost a metadata request: one
-request per record (~35 ms) made a stream of records routed to a missing topic outlive its
+request per record made a stream of records routed to a missing topic outlive its
 transaction. The catalog holds the names of one full metadata request and refreshes them
 when they are older than ``refresh_s`` at the time of a question: a topic created or deleted
 while the bridge runs is seen within ``refresh_s``, and both answers, "exists" and "does not",

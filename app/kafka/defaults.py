@@ -29,8 +29,7 @@ CONSUMER_DEFAULTS: dict[str, Any] = {
     "fetch.wait.max.ms": 100,
     "queued.min.messages": 20000,
     # Once the prefetch queue is full, look again after 10 ms, not librdkafka's 1000 ms: with
-    # the default a consume-transform-produce loop stalls a second at a time and tops out near
-    # 120k records/s on a local broker; with 10 ms it reaches ~250k (bench/, issue 7).
+    # the default a consume-transform-produce loop stalls a second at a time.
     "fetch.queue.backoff.ms": 10,
 }
 

@@ -144,6 +144,11 @@ def classify_consumer(err: KafkaError) -> Reaction:
     return Reaction.RETRY
 
 
+def consumer_retriable(err: KafkaError) -> bool:
+    """librdkafka retries this consumer error by itself (:func:`classify_consumer`)."""
+    return classify_consumer(err) is Reaction.RETRY
+
+
 def record_refused(err: Any) -> bool:
     """The broker (or the client) refused one record for its content or size."""
     inner = kafka_error(err)

@@ -8,6 +8,7 @@ from typing import Any
 
 from app.errors import ConfigError
 from app.pipeline.record_steps import RecordApply, RecordFilter
+from app.pipeline.stateful import Count, Dedupe, Sum, window
 from app.pipeline.steps import Apply, Filter, Step
 
 
@@ -27,7 +28,7 @@ class Pipeline:
         self.steps: list[Step] = list(steps or [])
 
     def then(self, step: Step) -> Pipeline:
-        """Append any step object (stateful steps come from :mod:`app.state.steps`)."""
+        """Append any step object (stateful steps: :mod:`app.pipeline.stateful`)."""
         self.steps.append(step)
         return self
 
@@ -50,25 +51,19 @@ class Pipeline:
         """Choose the output topic per record (None = the configured output topic)."""
         return self.then(_apply(fn, record, target="topic", name="route"))
 
-    # Stateful steps (app.state.steps, imported here lazily: app.state imports this module).
-    # Times are in seconds; ``name`` names the store and its changelog topic: keep it stable.
+    # Stateful steps (app.pipeline.stateful). Times are in seconds; ``name`` names the store
+    # and its changelog topic: keep it stable.
 
     def dedupe(self, by: Any = None, ttl: float | None = None, name: str = "dedupe") -> Pipeline:
         """Drop repeats of an id (field name or function of the value; default the key)."""
-        from app.state.steps import Dedupe
-
         return self.then(Dedupe(ttl=ttl, by=by, name=name))
 
     def count(self, name: str = "count") -> Pipeline:
         """Count per key; emits ``{"key", "count", "_source_*"}`` per input."""
-        from app.state.steps import Count
-
         return self.then(Count(name=name))
 
     def sum(self, of: Any, name: str = "sum") -> Pipeline:
         """Sum a field (name or function of the value) per key; emits ``{"key", "sum", ...}``."""
-        from app.state.steps import Sum
-
         return self.then(Sum(of=of, name=name))
 
     def window(
@@ -102,8 +97,6 @@ class WindowBuilder:
     def aggregate(self, kind: str = "count", of: Any = None) -> Pipeline:
         """``count``, or ``sum``/``min``/``max``/``mean`` of field ``of``; emits
         ``{"key", "start", "end", "value", "_source_*"}`` once per closed window."""
-        from app.state.steps import window
-
         size, hop, grace, timestamp, name = self._window
         return self._pipeline.then(window(size, hop, grace, kind, of, timestamp, name))
 

@@ -27,11 +27,16 @@ def encode_value(value: Any) -> bytes | None:
     return orjson.dumps(value)
 
 
-def encode_key(key: Any) -> bytes | None:
+def encode_output_key(key: Any) -> bytes | None:
     """bytes as is, None as None, anything else as its ``str`` in UTF-8."""
     if key is None or isinstance(key, bytes):
         return key
     return str(key).encode()
+
+
+def header_bytes(headers: list[tuple[str, bytes | None]]) -> int:
+    """What record headers add to the size of a produced record (names and values)."""
+    return sum(len(k) + len(v or b"") for k, v in headers)
 
 
 def has_non_finite(value: Any) -> bool:

@@ -26,11 +26,11 @@ from typing import Any
 
 from orjson import dumps, loads
 
-from app.pipeline.encoding import encode_key
+from app.pipeline.encoding import encode_output_key, header_bytes
 from app.pipeline.expressions import MESSAGE_META, Translated, build, fields_code, translate
-from app.pipeline.steps import header_bytes
 
-FusedBatch = Callable[[list[Any]], list[tuple[bytes, Any, Any]] | None]
+Encoded = tuple[bytes, Any, Any]  # output value bytes, key, headers
+FusedBatch = Callable[[list[Any]], list[Encoded] | None]
 
 
 @dataclass(slots=True, frozen=True)
@@ -91,7 +91,7 @@ def fuse_spec(parts: list[SpecPart], max_bytes: int) -> FusedBatch | None:
     if any(p.kind == "key_by" for p in parts):
         body.append("k = _key(k)")
     source = _HEAD + "".join(_INDENT + line + "\n" for line in body) + _TAIL
-    names = {"loads": loads, "dumps": dumps, "max_bytes": max_bytes, "_key": encode_key}
+    names = {"loads": loads, "dumps": dumps, "max_bytes": max_bytes, "_key": encode_output_key}
     names.update(header_bytes=header_bytes, **drops)
     run: FusedBatch = build(source, "run", "steps (fused)", names)
     return run

@@ -10,8 +10,8 @@
       - key_by: user
       - route: "'payments-big' if big else None"                 # None = output_topic
 
-Stateful steps (``dedupe``, ``count``, ``sum``, ``window``) are registered by
-:mod:`app.state.steps` through :data:`STEP_COMPILERS`.
+Stateful steps (``dedupe``, ``count``, ``sum``, ``window``) compile in
+:mod:`app.pipeline.stateful.compilers`.
 """
 
 from __future__ import annotations
@@ -28,10 +28,10 @@ from app.pipeline.builder import Pipeline
 from app.pipeline.expressions import ROW_META, fields_code, row_expression, row_function
 from app.pipeline.fusion import SpecPart
 from app.pipeline.record import Row
+from app.pipeline.stateful.compilers import STATEFUL_COMPILERS, StepCompiler
 from app.pipeline.steps import Apply, Filter, Step, StepContext
 
-StepCompiler = Callable[[Any, str], Step]
-STEP_COMPILERS: dict[str, StepCompiler] = {}
+STEP_COMPILERS: dict[str, StepCompiler] = dict(STATEFUL_COMPILERS)
 
 
 def step_compiler(name: str) -> Callable[[StepCompiler], StepCompiler]:
@@ -150,8 +150,6 @@ def _route(arg: Any, where: str) -> Step:
 
 def compile_spec(spec: Any, source: str = "spec") -> Pipeline:
     """Compile a parsed spec (``{"steps": [...]}``) into a :class:`Pipeline`."""
-    import app.state.steps  # noqa: F401  - registers the stateful step compilers
-
     if not isinstance(spec, dict) or not isinstance(spec.get("steps"), list):
         raise ConfigError(f"pipeline spec {source}: expected a mapping with a 'steps' list")
     pipeline = Pipeline()

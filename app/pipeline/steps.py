@@ -13,8 +13,10 @@ from typing import Any, Protocol
 
 import orjson
 
-from app.pipeline.encoding import has_non_finite
+from app.pipeline.encoding import has_non_finite, header_bytes
+from app.pipeline.fusion import Encoded, FusedBatch, fuse_spec
 from app.pipeline.record import Row
+from app.state.access import StateAccess
 
 
 @dataclass(slots=True, frozen=True)
@@ -24,33 +26,6 @@ class Failure:
     row: Row
     step: str
     error: BaseException
-
-
-class PartitionState(Protocol):
-    """One store's key/value state for one input partition (uncommitted updates included).
-
-    ``memo`` is the step's scratch space; it is cleared when updates are rolled back.
-    """
-
-    memo: dict[str, Any]
-
-    def get(self, key: bytes) -> bytes | None: ...
-
-    def set(self, key: bytes, value: bytes) -> None: ...
-
-    def delete(self, key: bytes) -> None: ...
-
-    def scan(self, lower: bytes, upper: bytes) -> list[tuple[bytes, bytes]]:
-        """Entries with ``lower <= key < upper`` in key order."""
-        ...
-
-
-class StateAccess(Protocol):
-    """Per-partition key/value state for stateful steps (see :mod:`app.state`)."""
-
-    def partition(self, store: str, topic: str, partition: int) -> PartitionState:
-        """The state of ``store`` for the input partition a row came from."""
-        ...
 
 
 @dataclass(slots=True)
@@ -159,20 +134,11 @@ class Apply:
 # ---- the fused fast path -----------------------------------------------------------------------
 
 
-def header_bytes(headers: list[tuple[str, bytes | None]]) -> int:
-    """What record headers add to the size of a produced record (names and values)."""
-    return sum(len(k) + len(v or b"") for k, v in headers)
-
-
-Encoded = tuple[bytes, Any, Any]  # output value bytes, key, headers
-FusedBatch = Callable[[list[Any]], list[Encoded] | None]
-
-
 def fuse(steps: list[Step], decode_json: bool, max_bytes: int) -> FusedBatch | None:
     """One pass over a batch of consumer messages for a pipeline of filters and dict maps.
 
     The pass decodes, filters, maps and encodes each message without building :class:`Row`
-    objects (about 1 µs per record less; bench/, issue 7). It returns the encoded outputs, or
+    objects (those are much of the general path's cost). It returns the encoded outputs, or
     None when anything needs the general path: a message error, undecodable JSON, a raising
     step, a map result that is not a dict or None (fan-out lists, strings...), an output that
     cannot be encoded faithfully (integers beyond 64 bits, NaN/inf), an output whose
@@ -190,8 +156,6 @@ def fuse(steps: list[Step], decode_json: bool, max_bytes: int) -> FusedBatch | N
         return None
     parts = [getattr(step, "spec_part", None) for step in steps]
     if parts and all(parts):
-        from app.pipeline.fusion import fuse_spec  # the spec layer sits above this module
-
         return fuse_spec(parts, max_bytes)  # type: ignore[arg-type]
     stages: list[tuple[bool, Callable[[Any], Any]]] = []
     for step in steps:

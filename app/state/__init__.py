@@ -1,5 +1,6 @@
 """Per-key state: RocksDB stores per (store, input partition), write-behind caches, changelog
-recovery, and the stateful pipeline steps. The processing loop sees only :class:`StateBackend`.
+recovery. The processing loop sees only :class:`StateBackend`; stateful steps (in
+:mod:`app.pipeline.stateful`) see only :class:`app.state.access.StateAccess`.
 """
 
 from app.state.backend import NoState, StateBackend

@@ -5,11 +5,11 @@ The loop calls these at fixed points; :class:`NoState` is the backend of statele
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Protocol
 
-if TYPE_CHECKING:
-    from app.pipeline.steps import StateAccess
-    from changelog.recovery import RestoreProgress
+from app.state.access import StateAccess
+from changelog.recovery import RestoreProgress
+from changelog.writer import RecordSink
 
 TopicPartitionKey = tuple[str, int]
 
@@ -59,15 +59,15 @@ class StateBackend(Protocol):
         """Running restores: changelog partition, position, target (``.remaining``), counts."""
         ...
 
-    def produce_changelogs(self, producer: Any, positions: dict[TopicPartitionKey, int]) -> None:
+    def produce_changelogs(self, sink: RecordSink, positions: dict[TopicPartitionKey, int]) -> None:
         """Checkpoint step 1: produce changelog records for dirty keys into the open
         transaction; ``positions`` = next input offset per partition. The records' header
         ``__processed_tp_offsets__`` is ``{topic: position - 1}`` (see changelog.format)."""
 
     def verify_delivery(self) -> None:
-        """Checkpoint step 2, right after the producer flush: raise ``CheckpointAborted`` if a
-        changelog record failed or is unconfirmed (its per-record delivery callback is ours,
-        so the output's latch never sees it)."""
+        """Checkpoint step 2, right after the producer flush (which raised any delivery
+        failure): raise ``CheckpointAborted`` if a changelog partition's last record is still
+        unconfirmed (its offset is what step 5 stores)."""
 
     def after_commit(self) -> None:
         """Checkpoint step 5: write dirty keys + changelog offsets to RocksDB."""
@@ -109,7 +109,7 @@ class NoState:
     def progress(self) -> list[RestoreProgress]:
         return []
 
-    def produce_changelogs(self, producer: Any, positions: dict[TopicPartitionKey, int]) -> None:
+    def produce_changelogs(self, sink: RecordSink, positions: dict[TopicPartitionKey, int]) -> None:
         pass
 
     def verify_delivery(self) -> None:

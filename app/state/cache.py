@@ -7,7 +7,7 @@ reaching it makes the loop checkpoint early instead of growing without bound.
 
 Committed values also stay in memory after their checkpoint (a read cache with its own cap):
 a key updated in one checkpoint is usually read again in the next, and a dict lookup costs a
-fraction of a RocksDB ``get`` (bench/, issue 7). The read cache only ever holds what RocksDB
+fraction of a RocksDB ``get``. The read cache only ever holds what RocksDB
 holds, so dropping it (cap reached, abort, close) never changes an answer.
 """
 

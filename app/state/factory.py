@@ -4,16 +4,18 @@ from __future__ import annotations
 
 import logging
 import shutil
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from confluent_kafka import Consumer
 from confluent_kafka.admin import AdminClient
 
 from app.config import BridgeSettings
 from app.errors import ConfigError
-from app.pipeline.builder import Pipeline
+from app.kafka.errors import consumer_retriable, settling
 from app.state.backend import NoState, StateBackend
+from app.state.errors import changelog_errors
 from app.state.locking import StateDirLock
 from app.state.manager import RocksDBState
 from changelog.naming import changelog_topic_name, validate_store_name
@@ -23,17 +25,27 @@ from changelog.topics import ChangelogSpec, changelog_watermarks, ensure_changel
 log = logging.getLogger(__name__)
 
 
-def pipeline_stores(pipeline: Pipeline) -> list[str]:
+class StepList(Protocol):
+    """What the backend needs of a pipeline: its steps (a step that keeps state has
+    ``stateful`` true and a ``store`` name)."""
+
+    @property
+    def steps(self) -> Sequence[object]: ...
+
+
+def pipeline_stores(pipeline: StepList) -> list[str]:
     """The store names of the pipeline's stateful steps, checked to be unique and legal."""
     stores: list[str] = []
     for i, step in enumerate(pipeline.steps):
         if not getattr(step, "stateful", False):
             continue
-        store = getattr(step, "store", None) or step.name
-        validate_store_name(store, f"pipeline step {i} ({step.name})")
+        name = getattr(step, "name", "")
+        store = getattr(step, "store", None) or name
+        with changelog_errors():
+            validate_store_name(store, f"pipeline step {i} ({name})")
         if store in stores:
             raise ConfigError(
-                f"pipeline step {i} ({step.name}): store name {store!r} is used by another "
+                f"pipeline step {i} ({name}): store name {store!r} is used by another "
                 f"stateful step; give each one its own name (name=... / 'name:' in the spec)"
             )
         stores.append(store)
@@ -45,9 +57,7 @@ def state_root(settings: BridgeSettings) -> Path:
     return settings.state_dir / settings.group_id
 
 
-def make_backend(
-    settings: BridgeSettings, pipeline: Pipeline, producer: Any = None
-) -> StateBackend:
+def make_backend(settings: BridgeSettings, pipeline: StepList) -> StateBackend:
     """The backend for ``pipeline``: :class:`NoState` when it keeps no state.
 
     Creates the changelog topics (or checks them) and locks the state directory; does not
@@ -56,12 +66,10 @@ def make_backend(
     Args:
         settings: the bridge settings (state_dir, group_id, cache cap, Kafka clients).
         pipeline: the compiled pipeline.
-        producer: unused; changelog records go through the producer passed at checkpoints.
 
     Raises:
         ConfigError: bad store names, unusable changelog topics, or a state_dir in use.
     """
-    del producer
     stores = pipeline_stores(pipeline)
     if not stores:
         return NoState()
@@ -71,10 +79,12 @@ def make_backend(
     for topic in settings.input_topics:
         partitions = _partition_count(admin, topic, settings.startup_timeout)
         for store in stores:
-            name = changelog_topic_name(settings.group_id, topic, store)
+            with changelog_errors():
+                name = changelog_topic_name(settings.group_id, topic, store)
             changelogs[(store, topic)] = name
             specs.append(ChangelogSpec(name, partitions))
-    ensure_changelog_topics(admin, specs, timeout=settings.startup_timeout)
+    with changelog_errors():
+        ensure_changelog_topics(admin, specs, timeout=settings.startup_timeout)
     restore_conf = {
         **RESTORE_CONSUMER_DEFAULTS,
         **common,
@@ -89,8 +99,8 @@ def make_backend(
         root,
         changelogs,
         settings.state_cache_max_bytes,
-        Restorer(lambda: Consumer(restore_conf)),
-        lambda tps: changelog_watermarks(admin, tps, settings.startup_timeout),
+        Restorer(lambda: Consumer(restore_conf), retriable=consumer_retriable),
+        lambda tps: changelog_watermarks(admin, tps, settings.startup_timeout, settling=settling),
         lock,
     )
 

@@ -11,15 +11,15 @@ import logging
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from app.errors import CheckpointAborted, PartitionsMigrated, RecoveryError, StateCorrupted
 from app.state.cache import CacheBudget, PartitionState
+from app.state.errors import changelog_errors
 from app.state.locking import StateDirLock
 from app.state.store import StorePartition
 from changelog.format import DEFAULT_CF, changelog_headers, processed_offset
 from changelog.recovery import RestoreProgress, Restorer, RestoreTask
-from changelog.writer import ChangelogWriter
+from changelog.writer import ChangelogWriter, RecordSink
 
 log = logging.getLogger(__name__)
 
@@ -105,10 +105,11 @@ class RocksDBState:
     def recover(self, committed: dict[TopicPartitionKey, int], budget_s: float) -> bool:
         deadline = time.monotonic() + budget_s
         starting = [tp for tp in sorted(self._pending) if tp not in self._recovering]
-        if starting:
-            self._begin(starting, committed)
-        for task in self._restorer.run(deadline):
-            self._task_finished((task.changelog, task.partition))
+        with changelog_errors():
+            if starting:
+                self._begin(starting, committed)
+            for task in self._restorer.run(deadline):
+                self._task_finished((task.changelog, task.partition))
         return not self._pending
 
     def progress(self) -> list[RestoreProgress]:
@@ -174,7 +175,7 @@ class RocksDBState:
     def needs_checkpoint(self) -> bool:
         return self._budget.full
 
-    def produce_changelogs(self, producer: Any, positions: dict[TopicPartitionKey, int]) -> None:
+    def produce_changelogs(self, sink: RecordSink, positions: dict[TopicPartitionKey, int]) -> None:
         self._writer.reset()
         for (topic, partition), states in self._open.items():
             for state in states.values():
@@ -187,10 +188,12 @@ class RocksDBState:
                         f"{state.changelog} holds {len(state.dirty)} uncommitted updates"
                     )
                 headers = changelog_headers(DEFAULT_CF, {topic: processed_offset(position)})
-                self._writer.produce(producer, state.changelog, partition, state.dirty, headers)
+                self._writer.produce(sink, state.changelog, partition, state.dirty, headers)
 
     def verify_delivery(self) -> None:
-        self._writer.verify()
+        unconfirmed = self._writer.unconfirmed()
+        if unconfirmed:
+            raise CheckpointAborted(f"{unconfirmed} changelog record(s) not confirmed")
 
     def after_commit(self) -> None:
         open_partitions = list(self._open.items())

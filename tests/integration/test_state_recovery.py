@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from app.collector import RecordCollector
 from app.errors import ConfigError
 from app.state import reset_state
 from changelog.format import changelog_headers
@@ -43,7 +44,7 @@ def test_recovery_applies_committed_checkpoints_only(kafka: KafkaFixture, tmp_pa
     # At-least-once crash: changelog produced and committed, input offsets never committed,
     # local state never written (after_commit is not reached).
     producer.begin_transaction()
-    backend.produce_changelogs(producer, {tp: 30})  # nothing dirty: produces nothing
+    backend.produce_changelogs(RecordCollector(producer), {tp: 30})  # nothing dirty: nothing sent
     for key, value in ((b"a", b"999"), (b"c", b"1")):
         producer.produce(
             changelog, value, key, partition=0, headers=changelog_headers("default", {src: 29})

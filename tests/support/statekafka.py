@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from app.collector import RecordCollector
 from app.config import BridgeSettings
 from app.pipeline import Pipeline
 from app.state import make_backend
@@ -42,8 +43,9 @@ def checkpoint(
 ) -> None:
     """Checkpoint steps 1, 2, 4, 5 with a real transactional producer (offsets not sent)."""
     producer.begin_transaction()
-    backend.produce_changelogs(producer, positions)
-    producer.flush(30)
+    collector = RecordCollector(producer)
+    backend.produce_changelogs(collector, positions)
+    collector.flush(30)
     backend.verify_delivery()
     if commit:
         producer.commit_transaction(30)

@@ -10,10 +10,10 @@ import pytest
 
 from app.errors import ConfigError
 from app.pipeline.errors import INT64_MAX, INT64_MIN
+from app.pipeline.stateful import Count, Sum, window
+from app.pipeline.stateful.kit import event_time, out_of_range
 from app.pipeline.steps import StepContext
 from app.state.keys import encode_key
-from app.state.stepkit import event_time, out_of_range
-from app.state.steps import Count, Sum, window
 from tests.support.state import LocalAccess, row, run
 
 

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from app.errors import ConfigError
+from changelog.errors import ChangelogConfigError
 from changelog.filter import NO_COMMITTED_OFFSET, should_apply
 from changelog.format import (
     CF_HEADER,
@@ -127,13 +127,13 @@ def test_changelog_topic_name_follows_quix_scheme() -> None:
 
 
 def test_changelog_topic_name_too_long_names_the_setting() -> None:
-    with pytest.raises(ConfigError, match="BRIDGE_GROUP_ID"):
+    with pytest.raises(ChangelogConfigError, match="BRIDGE_GROUP_ID"):
         changelog_topic_name("g" * 240, "orders", "count")
 
 
 @pytest.mark.parametrize("name", ["", "a/b", "..", "sp ace"])
 def test_store_name_must_be_topic_safe(name: str) -> None:
-    with pytest.raises(ConfigError, match="store name"):
+    with pytest.raises(ChangelogConfigError, match="store name"):
         validate_store_name(name, "step 0")
 
 

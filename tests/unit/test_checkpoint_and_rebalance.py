@@ -25,7 +25,7 @@ class StepLog(NoState):
         self.revoked: list[tuple[str, int]] = []
         self.lost_partitions: list[tuple[str, int]] = []
 
-    def produce_changelogs(self, producer: Any, positions: dict[tuple[str, int], int]) -> None:
+    def produce_changelogs(self, sink: Any, positions: dict[tuple[str, int], int]) -> None:
         self.log.append(f"changelogs {sorted(positions.items())}")
 
     def verify_delivery(self) -> None:
@@ -45,6 +45,8 @@ class StepLog(NoState):
 
 
 class FlushLog:
+    collector = None  # the writer the changelogs go to: StepLog ignores it
+
     def __init__(self, log: list[str]) -> None:
         self.log = log
 

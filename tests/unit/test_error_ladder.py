@@ -1,4 +1,4 @@
-"""The error ladder: every Kafka error class against the reaction the DESIGN table promises.
+"""The error ladder: every Kafka error class against the reaction the README table promises.
 
 First the classifier (app.kafka.errors, by code and flags only), then the loop
 (app.loop.Bridge.run) with fake clients: each error, raised where librdkafka raises it, must
@@ -14,6 +14,7 @@ import pytest
 from confluent_kafka import KafkaError
 
 from app.checkpoint import Checkpoint
+from app.collector import RecordCollector
 from app.errors import (
     CheckpointAborted,
     InstanceFenced,
@@ -104,7 +105,7 @@ class FaultyState(NoState):
         self.errors: list[Exception] = []
         self.wiped: list[tuple[str, int]] = []
 
-    def produce_changelogs(self, producer: Any, positions: dict[tuple[str, int], int]) -> None:
+    def produce_changelogs(self, sink: Any, positions: dict[tuple[str, int], int]) -> None:
         if self.errors:
             raise self.errors.pop(0)
 
@@ -128,7 +129,7 @@ class Harness:
             watchdog=watchdog,
         )  # fmt: skip
         self.output = output = Output(
-            self.txn.producer, "out", "dlq", 1_000_000, lambda topic: True
+            RecordCollector(self.txn.producer), "out", "dlq", 1_000_000, lambda topic: True
         )
         checkpoint = Checkpoint(
             self.consumer, self.txn, output, self.state, self.metrics,
@@ -307,7 +308,7 @@ def refused(output: Output, *records: tuple[bytes, bytes]) -> None:
     """The delivery reports of one refused produce batch of (key, value) records."""
     err = KafkaError(KafkaError.MSG_SIZE_TOO_LARGE, "Broker: Message size too large")
     for key, value in records:
-        output.on_delivery(err, ReportedMessage("out", key, value))
+        output.collector.on_delivery(err, ReportedMessage("out", key, value))
 
 
 def row(key: bytes, value: dict[str, int], offset: int) -> Row:
@@ -316,7 +317,7 @@ def row(key: bytes, value: dict[str, int], offset: int) -> Row:
 
 def test_a_lone_refused_record_aborts_once_then_goes_to_the_dlq() -> None:
     producer = FakeProducer()
-    output = Output(producer, "out", "dlq", 1_000_000, lambda topic: True)
+    output = Output(RecordCollector(producer), "out", "dlq", 1_000_000, lambda topic: True)
     big = row(b"k", {"big": 1}, 42)
     assert output.send([big]) == []
     refused(output, (b"k", b'{"big":1}'))
@@ -334,7 +335,7 @@ def test_a_lone_refused_record_aborts_once_then_goes_to_the_dlq() -> None:
 def test_a_refused_batch_is_replayed_record_by_record_to_find_the_culprit() -> None:
     """The broker refuses the whole produce batch; only the record refused alone is bad."""
     producer = FakeProducer()
-    output = Output(producer, "out", "dlq", 1_000_000, lambda topic: True)
+    output = Output(RecordCollector(producer), "out", "dlq", 1_000_000, lambda topic: True)
     small, big = row(b"a", {"ok": 1}, 1), row(b"b", {"big": 1}, 2)
     output.send([small, big])
     refused(output, (b"a", b'{"ok":1}'), (b"b", b'{"big":1}'))

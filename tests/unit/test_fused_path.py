@@ -8,8 +8,8 @@ import orjson
 
 from app.pipeline import Pipeline
 from app.pipeline.record import Row
+from app.pipeline.stateful import Count
 from app.pipeline.steps import StepContext, fuse
-from app.state.steps import Count
 
 
 class Msg:

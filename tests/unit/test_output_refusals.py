@@ -9,6 +9,7 @@ from typing import Any
 import orjson
 import pytest
 
+from app.collector import RecordCollector
 from app.deadletters import DeadLetters
 from app.health import Health
 from app.metrics import Metrics
@@ -35,7 +36,15 @@ def make_output(existing: set[str] | None = None) -> tuple[Output, FakeProducer,
     producer = FakeProducer()
     dead_letters = DeadLetters(Metrics(), Health(30))
     topics = existing if existing is not None else {"side"}
-    output = Output(producer, "out", "dlq", 10_000, topics.__contains__, 1_000_000, dead_letters)
+    output = Output(
+        RecordCollector(producer),
+        "out",
+        "dlq",
+        10_000,
+        topics.__contains__,
+        1_000_000,
+        dead_letters,
+    )
     return output, producer, dead_letters
 
 

@@ -7,7 +7,8 @@ from typing import Any
 import pytest
 from confluent_kafka import KafkaError
 
-from app.errors import RecoveryError
+from app.kafka.errors import consumer_retriable
+from changelog.errors import ChangelogReadError
 from changelog.format import changelog_headers
 from changelog.recovery import Restorer, RestoreTask
 
@@ -109,6 +110,10 @@ def rec(
     return Msg(topic, 0, offset, key, value, changelog_headers(cf, {"in": processed}))
 
 
+def make_restorer(make_consumer: Any) -> Restorer:
+    return Restorer(make_consumer, retriable=consumer_retriable)
+
+
 def task(topic: str, sink: Sink, end: int, committed: int = 100) -> RestoreTask:
     return RestoreTask(topic, 0, 0, end, {"in": committed}, sink)
 
@@ -118,7 +123,7 @@ def test_two_stores_with_the_same_partition_number_are_kept_apart() -> None:
     batch = [rec("cl-a", 0, b"x", b"1", 5), rec("cl-a", 1, b"y", b"1", 5),
              rec("cl-b", 0, b"x", b"2", 5), rec("cl-a", 2, b"x", b"3", 6)]  # fmt: skip
     consumer = Consumer([batch], {("cl-a", 0): 4, ("cl-b", 0): 1})
-    restorer = Restorer(lambda: consumer)
+    restorer = make_restorer(lambda: consumer)
     restorer.add(task("cl-a", a, 4))
     restorer.add(task("cl-b", b, 1))
     finished = restorer.run(deadline=float("inf"))
@@ -138,7 +143,7 @@ def test_filter_tombstones_and_other_column_families() -> None:
         rec("cl", 3, b"t", b"1", 9, cf="__ttl_system__"),  # Quix's TTL column family
         rec("cl", 4, b"b", b"2", 10),  # processed 10 >= committed 10: skipped
     ]
-    restorer = Restorer(lambda: Consumer([batch], {("cl", 0): 6}))
+    restorer = make_restorer(lambda: Consumer([batch], {("cl", 0): 6}))
     t = task("cl", sink, 6, committed=10)
     restorer.add(t)
     restorer.run(float("inf"))
@@ -148,9 +153,14 @@ def test_filter_tombstones_and_other_column_families() -> None:
 
 
 def test_records_without_headers_are_not_a_changelog() -> None:
-    restorer = Restorer(lambda: Consumer([[Msg("cl", 0, 0, headers=None)]], {("cl", 0): 1}))
+    restorer = Restorer(
+        lambda: Consumer([[Msg("cl", 0, 0, headers=None)]], {("cl", 0): 1}),
+        retriable=consumer_retriable,
+    )
     restorer.add(task("cl", Sink(), 1))
-    with pytest.raises(RecoveryError, match=r"changelog cl\[0\]@0: no __column_family__ header"):
+    with pytest.raises(
+        ChangelogReadError, match=r"changelog cl\[0\]@0: no __column_family__ header"
+    ):
         restorer.run(float("inf"))
 
 
@@ -158,20 +168,23 @@ def test_consumer_errors() -> None:
     transient = KafkaError(KafkaError._TRANSPORT)
     sink = Sink()
     batch = [rec("cl", 0, b"a", b"1", 1), Msg("cl", 0, -1001, None, None, None, transient)]
-    restorer = Restorer(lambda: Consumer([batch], {("cl", 0): 1}))
+    restorer = make_restorer(lambda: Consumer([batch], {("cl", 0): 1}))
     restorer.add(task("cl", sink, 1))
     restorer.run(float("inf"))  # logged, librdkafka retries
     assert sink.offsets == [0]
     fatal = KafkaError(KafkaError.UNKNOWN_TOPIC_OR_PART)
-    restorer = Restorer(lambda: Consumer([[Msg("cl", 0, -1001, None, None, None, fatal)]], {}))
+    restorer = Restorer(
+        lambda: Consumer([[Msg("cl", 0, -1001, None, None, None, fatal)]], {}),
+        retriable=consumer_retriable,
+    )
     restorer.add(task("cl", Sink(), 1))
-    with pytest.raises(RecoveryError, match="cannot read"):
+    with pytest.raises(ChangelogReadError, match="cannot read"):
         restorer.run(float("inf"))
 
 
 def test_time_box_and_removal() -> None:
     consumer = Consumer([[rec("cl", 0, b"a", b"1", 1)]] * 3, {("cl", 0): 10})
-    restorer = Restorer(lambda: consumer)
+    restorer = make_restorer(lambda: consumer)
     t = task("cl", Sink(), 10)
     restorer.add(t)
     assert restorer.run(deadline=0.0) == []  # deadline passed: nothing done, still active

@@ -11,12 +11,13 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from app.collector import RecordCollector
 from app.errors import ConfigError, ExpressionLimit
 from app.output import Output
 from app.pipeline import Pipeline, Row, StepContext
 from app.pipeline.spec import compile_spec, load_spec
+from app.pipeline.stateful import Count
 from app.pipeline.steps import fuse
-from app.state.steps import Count
 from bench.pipelines import p1
 from tests.unit.test_fused_path import Msg
 
@@ -252,7 +253,7 @@ def test_results_json_cannot_carry_fail_their_record_at_output() -> None:
     batch, ctx = run(pipeline, rows({"amount": 1.0, "tags": []}, {"amount": 0.0, "tags": []}))
     assert not ctx.failures  # Python computes both; JSON cannot carry the first
     producer = _Producer()
-    output = Output(producer, "out", "dlq", 1_000_000, lambda topic: True)
+    output = Output(RecordCollector(producer), "out", "dlq", 1_000_000, lambda topic: True)
     failures = output.send(batch)
     assert [(f.row.offset, f.step) for f in failures] == [(0, "output"), (1, "output")]
     assert producer.produced == []

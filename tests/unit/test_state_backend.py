@@ -7,12 +7,15 @@ from typing import Any
 
 import pytest
 
+from app.collector import RecordCollector
 from app.config import BridgeSettings
 from app.errors import CheckpointAborted, ConfigError, PartitionsMigrated, RecoveryError
+from app.kafka.errors import consumer_retriable
 from app.state.factory import reset_state, state_root
 from app.state.locking import StateDirLock
 from app.state.manager import RocksDBState
 from app.state.store import StorePartition
+from changelog.errors import ChangelogReadError
 from changelog.format import CF_HEADER, PROCESSED_OFFSETS_HEADER
 from changelog.recovery import Restorer
 
@@ -47,11 +50,16 @@ class FakeProducer:
         self._queue.append((kw.get("on_delivery"), FakeMessage(topic, kw["partition"], self._next)))
         self._next += 1
 
-    def flush(self) -> None:
+    def flush(self, _timeout: float = 0.0) -> int:
         for callback, msg in self._queue:
             if callback is not None:  # the writer asks for the last record's report only
                 callback("broker says no" if self._fail else None, msg)
         self._queue.clear()
+        return 0
+
+
+def restorer(make_consumer: Any) -> Restorer:
+    return Restorer(make_consumer, retriable=consumer_retriable)
 
 
 def no_consumer() -> Any:
@@ -63,7 +71,7 @@ def backend(root: Path, cap: int = 1 << 30, high: int = 0) -> RocksDBState:
         root,
         {("count", "in"): CHANGELOG},
         cap,
-        Restorer(no_consumer),
+        restorer(no_consumer),
         lambda tps: {tp: (0, high) for tp in tps},
     )
 
@@ -83,7 +91,7 @@ def test_checkpoint_cycle(tmp_path: Path) -> None:
     state.partition("count", "in", 1).set(b"j", b"2")
     state.partition("count", "in", 1).delete(b"gone")
     producer = FakeProducer()
-    state.produce_changelogs(producer, {("in", 0): 10, ("in", 1): 20})
+    state.produce_changelogs(RecordCollector(producer), {("in", 0): 10, ("in", 1): 20})
     producer.flush()
     state.verify_delivery()
     state.after_commit()
@@ -113,7 +121,7 @@ def test_discard_forgets_uncommitted_updates(tmp_path: Path) -> None:
     state.discard()
     assert view.get(b"k") is None and view.memo == {}
     producer = FakeProducer()
-    state.produce_changelogs(producer, {("in", 0): 1})
+    state.produce_changelogs(RecordCollector(producer), {("in", 0): 1})
     assert producer.records == []
     state.close()
 
@@ -129,7 +137,7 @@ def test_cache_cap_forces_a_checkpoint(tmp_path: Path) -> None:
         view.set(b"k%d" % i, b"x" * 100)
     assert state.needs_checkpoint()
     producer = FakeProducer()
-    state.produce_changelogs(producer, {("in", 0): 60})
+    state.produce_changelogs(RecordCollector(producer), {("in", 0): 60})
     producer.flush()
     state.after_commit()
     assert not state.needs_checkpoint()
@@ -140,11 +148,10 @@ def test_failed_changelog_delivery_fails_the_checkpoint(tmp_path: Path) -> None:
     state = backend(tmp_path)
     ready(state, 0)
     state.partition("count", "in", 0).set(b"k", b"1")
-    producer = FakeProducer(fail=True)
-    state.produce_changelogs(producer, {("in", 0): 1})
-    producer.flush()
-    with pytest.raises(CheckpointAborted, match=rf"changelog delivery error.*{CHANGELOG}\[0\]"):
-        state.verify_delivery()
+    collector = RecordCollector(FakeProducer(fail=True))
+    state.produce_changelogs(collector, {("in", 0): 1})
+    with pytest.raises(CheckpointAborted, match=rf"delivery error.*changelog {CHANGELOG}\[0\]"):
+        collector.flush(1.0)
     state.close()
 
 
@@ -153,13 +160,16 @@ def test_late_reports_of_an_aborted_checkpoint_are_ignored(tmp_path: Path) -> No
     ready(state, 0)
     state.partition("count", "in", 0).set(b"k", b"1")
     aborted = FakeProducer(fail=True)
-    state.produce_changelogs(aborted, {("in", 0): 1})
+    collector = RecordCollector(aborted)
+    state.produce_changelogs(collector, {("in", 0): 1})
     state.discard()
+    collector.reset()  # the abort
     state.partition("count", "in", 0).set(b"k", b"1")
     producer = FakeProducer()
-    state.produce_changelogs(producer, {("in", 0): 1})
+    collector.rebind(producer)
+    state.produce_changelogs(collector, {("in", 0): 1})
     aborted.flush()  # purged records of the aborted transaction report late
-    producer.flush()
+    collector.flush(1.0)
     state.verify_delivery()
     state.close()
 
@@ -168,7 +178,7 @@ def test_unconfirmed_changelog_records_fail_the_checkpoint(tmp_path: Path) -> No
     state = backend(tmp_path)
     ready(state, 0)
     state.partition("count", "in", 0).set(b"k", b"1")
-    state.produce_changelogs(FakeProducer(), {("in", 0): 1})
+    state.produce_changelogs(RecordCollector(FakeProducer()), {("in", 0): 1})
     with pytest.raises(CheckpointAborted, match="1 changelog record"):
         state.verify_delivery()
     state.close()
@@ -227,7 +237,7 @@ def test_store_ahead_of_its_changelog_is_wiped(tmp_path: Path) -> None:
     store.close()
     consumer = MarkersOnlyConsumer(end=10)
     state = RocksDBState(
-        tmp_path, {("count", "in"): CHANGELOG}, 1 << 20, Restorer(lambda: consumer),
+        tmp_path, {("count", "in"): CHANGELOG}, 1 << 20, restorer(lambda: consumer),
         lambda tps: {tp: (0, 10) for tp in tps},  # the changelog ends at 10: re-created
     )  # fmt: skip
     state.assign([("in", 0)])
@@ -249,13 +259,13 @@ def test_reset_state_wipes_local_state_but_not_a_live_one(tmp_path: Path) -> Non
     root = state_root(settings)
     lock = StateDirLock(root)
     state = RocksDBState(
-        root, {("count", "in"): CHANGELOG}, 1 << 20, Restorer(no_consumer),
+        root, {("count", "in"): CHANGELOG}, 1 << 20, restorer(no_consumer),
         lambda tps: {tp: (0, 0) for tp in tps}, lock,
     )  # fmt: skip
     ready(state, 0)
     state.partition("count", "in", 0).set(b"k", b"1")
     producer = FakeProducer()
-    state.produce_changelogs(producer, {("in", 0): 1})
+    state.produce_changelogs(RecordCollector(producer), {("in", 0): 1})
     producer.flush()
     state.after_commit()
     with pytest.raises(ConfigError, match=r"in use by pid \d+"):
@@ -297,7 +307,7 @@ def test_committed_values_are_read_from_memory_until_the_read_cap(tmp_path: Path
 
     def checkpoint(position: int) -> None:
         producer = FakeProducer()
-        state.produce_changelogs(producer, {("in", 0): position})
+        state.produce_changelogs(RecordCollector(producer), {("in", 0): position})
         producer.flush()
         state.verify_delivery()
         state.after_commit()
@@ -348,7 +358,7 @@ def test_only_the_last_changelog_record_of_a_partition_asks_for_a_report(tmp_pat
         state.partition("count", "in", 0).set(b"k%d" % i, b"1")
     state.partition("count", "in", 1).set(b"j", b"1")
     producer = FullOnce()
-    state.produce_changelogs(producer, {("in", 0): 3, ("in", 1): 1})
+    state.produce_changelogs(RecordCollector(producer), {("in", 0): 3, ("in", 1): 1})
     reported = [(r["partition"], r["key"]) for r in producer.records if "on_delivery" in r]
     assert reported == [(0, b"k2"), (1, b"j")]
     assert len(producer.records) == 4 and producer.polls == 1  # the refused one went again
@@ -359,3 +369,16 @@ def test_only_the_last_changelog_record_of_a_partition_asks_for_a_report(tmp_pat
     store = StorePartition(tmp_path / "count" / "in" / "0", "t")
     assert store.changelog_offset() == 2  # the last record's offset
     store.close()
+
+
+def test_a_changelog_that_cannot_be_read_is_a_recovery_error(tmp_path: Path) -> None:
+    def unreadable(_tps: Any) -> Any:
+        raise ChangelogReadError(f"cannot list offsets of changelog {CHANGELOG}[0]: denied")
+
+    state = RocksDBState(
+        tmp_path, {("count", "in"): CHANGELOG}, 1 << 20, restorer(no_consumer), unreadable
+    )
+    state.assign([("in", 0)])
+    with pytest.raises(RecoveryError, match=rf"{CHANGELOG}\[0\]: denied"):
+        state.recover({("in", 0): -1001}, 1.0)
+    state.close()

@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 from app.errors import ConfigError
 from app.pipeline import Pipeline
 from app.pipeline.spec import compile_spec
+from app.pipeline.stateful import Count, Dedupe, Sum
 from app.state.factory import pipeline_stores
-from app.state.steps import Count, Dedupe, Sum
 from tests.support.state import LocalAccess, row, run
 
 

@@ -1,5 +1,5 @@
 """The transaction owner (app.transactions) against fake clients: each call's errors and the
-reaction the DESIGN table promises (retry, abort + rewind, new producer, exit)."""
+reaction the README table promises (retry, abort + rewind, new producer, exit)."""
 
 from __future__ import annotations
 
@@ -58,7 +58,8 @@ def test_commit_sends_offsets_then_commits() -> None:
         "init_transactions", "begin_transaction", "send_offsets_to_transaction",
         "commit_transaction",
     ]  # fmt: skip
-    assert not o.txn.open
+    o.txn.begin()  # the committed transaction is closed: a new one begins
+    assert o.producer.calls[-1] == "begin_transaction"
 
 
 def test_retriable_commit_error_is_retried_within_the_deadline() -> None:
@@ -121,7 +122,8 @@ def test_abort_discards_rewinds_to_committed_and_begins_again() -> None:
     assert o.producer.calls == ["begin_transaction", "abort_transaction", "begin_transaction"]
     assert o.discarded == 1
     assert o.consumer.seeks == [("in", 0, 7), ("in", 1, OFFSET_BEGINNING)]
-    assert o.txn.open
+    o.txn.begin()  # the next transaction is already open: nothing to begin
+    assert o.producer.calls.count("begin_transaction") == 2
 
 
 def test_abort_without_rewind_leaves_positions() -> None:

@@ -7,7 +7,7 @@ import orjson
 
 from app.kafka.topics import KafkaRecord
 from app.output import H_OFFSET, H_PARTITION, H_TOPIC
-from app.pipeline.encoding import encode_key, encode_value
+from app.pipeline.encoding import encode_output_key, encode_value
 from app.verify import IdExtractor, audit
 
 
@@ -49,4 +49,8 @@ def test_audit_respects_input_multiplicity() -> None:
 def test_encoding() -> None:
     assert encode_value({"a": 1}) == b'{"a":1}'
     assert encode_value("x") == b"x" and encode_value(None) is None
-    assert encode_key(7) == b"7" and encode_key(b"k") == b"k" and encode_key(None) is None
+    assert (
+        encode_output_key(7) == b"7"
+        and encode_output_key(b"k") == b"k"
+        and encode_output_key(None) is None
+    )

@@ -12,8 +12,7 @@ from hypothesis import strategies as st
 from app.errors import ConfigError
 from app.pipeline.record import Row
 from app.pipeline.spec import compile_spec
-from app.state.steps import window
-from app.state.windows import is_closed, last_closed_start, window_starts
+from app.pipeline.stateful.windows import is_closed, last_closed_start, window, window_starts
 from tests.support.state import LocalAccess, row, run
 
 sizes = st.integers(1, 10_000)

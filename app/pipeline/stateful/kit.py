@@ -10,8 +10,9 @@ from typing import Any
 from app.errors import ConfigError
 from app.pipeline.errors import INT64_MAX, INT64_MIN, AggregateOverflow, InvalidEventTime
 from app.pipeline.record import Row
-from app.pipeline.steps import Failure, PartitionState, StateAccess, StepContext
-from app.state.keys import display_key
+from app.pipeline.steps import Failure, StepContext
+from app.state.access import StateAccess, StateView
+from app.state.keys import decode_int, display_key, encode_int
 
 # Every output of a stateful step says which input record produced it.
 SOURCE_TOPIC, SOURCE_PARTITION, SOURCE_OFFSET = (
@@ -21,6 +22,7 @@ SOURCE_TOPIC, SOURCE_PARTITION, SOURCE_OFFSET = (
 )
 
 Extractor = Callable[[Row], Any]
+STREAM_TIME_KEY = b"t"  # stream time of the partition (8 bytes)
 
 
 @dataclass(slots=True, frozen=True)
@@ -59,11 +61,11 @@ class Views:
     def __init__(self, access: StateAccess, store: str) -> None:
         self._access = access
         self._store = store
-        self.by_partition: dict[tuple[str, int], PartitionState] = {}
+        self.by_partition: dict[tuple[str, int], StateView] = {}
         self._last_tp: tuple[str, int] | None = None
-        self._last: PartitionState | None = None
+        self._last: StateView | None = None
 
-    def of(self, row: Row) -> PartitionState:
+    def of(self, row: Row) -> StateView:
         tp = (row.source_topic, row.partition)
         if tp == self._last_tp and self._last is not None:
             return self._last
@@ -158,3 +160,30 @@ def milliseconds(seconds: float | None, what: str, allow_none: bool = False) -> 
             f"{what} must be a non-negative number of seconds (at most 2**62 ms), got {seconds!r}"
         )
     return round(seconds * 1000)
+
+
+# Stream time: the largest record or event time seen on the input partition, kept in state so
+# that it survives recovery and a replay decides exactly as the first run did.
+
+
+def stream_time(view: StateView) -> int | None:
+    """The partition's stream time (memoised; None before the first record)."""
+    if "t" not in view.memo:
+        raw = view.get(STREAM_TIME_KEY)
+        view.memo["t"] = None if raw is None else decode_int(raw)
+    value: int | None = view.memo["t"]
+    return value
+
+
+def advance_stream_time(view: StateView, timestamp: int) -> int:
+    """Stream time after a record at ``timestamp`` (in memo; :func:`persist_stream_time`)."""
+    current = stream_time(view)
+    now = timestamp if current is None or timestamp > current else current
+    view.memo["t"] = now
+    return now
+
+
+def persist_stream_time(view: StateView) -> None:
+    now = view.memo.get("t")
+    if now is not None:
+        view.set(STREAM_TIME_KEY, encode_int(now))

@@ -1,7 +1,7 @@
-"""Stateful pipeline steps: dedupe, count, sum (here) and windows (:mod:`app.state.windows`).
+"""Per-key stateful steps: dedupe, count, sum (windows: :mod:`.windows`).
 
 Usable from Python (``Pipeline().then(Count())`` or ``Pipeline().count()``) and from declarative
-specs (the compilers below register themselves in :data:`app.pipeline.spec.STEP_COMPILERS`).
+specs (:mod:`.compilers`).
 
 Every step's store is named after the step (``name=``): it names the changelog topic
 ``changelog__<group>--<input topic>--<name>`` and must stay stable across deployments.
@@ -11,7 +11,6 @@ they came from.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,28 +18,27 @@ import orjson
 
 from app.errors import ConfigError
 from app.pipeline.errors import INT64_MAX
-from app.pipeline.expressions import row_expression
 from app.pipeline.record import Row
-from app.pipeline.spec import step_compiler
-from app.pipeline.steps import PartitionState, Step, StepContext
-from app.state.keys import decode_int, display_key, encode_int, encode_key
-from app.state.stepkit import (
+from app.pipeline.stateful.kit import (
     SOURCE_OFFSET,
     SOURCE_PARTITION,
     SOURCE_TOPIC,
     Extractor,
     FieldSpec,
-    RowFn,
     Views,
+    advance_stream_time,
     extract_all,
     extractor,
     milliseconds,
     number,
     out_of_range,
     overflow,
+    persist_stream_time,
     require_state,
 )
-from app.state.windows import Aggregate, Window, advance_stream_time, persist_stream_time
+from app.pipeline.steps import StepContext
+from app.state.access import StateView
+from app.state.keys import decode_int, display_key, encode_int, encode_key
 
 SEEN_PREFIX = b"d"  # d + encoded id → stream time it was first seen (8 bytes)
 EXPIRY_PREFIX = b"x"  # x + expiry time (8 bytes) + encoded id → b"" (time-ordered index)
@@ -103,7 +101,7 @@ class Dedupe:
         return out
 
 
-def _sweep(view: PartitionState, ttl: int) -> None:
+def _sweep(view: StateView, ttl: int) -> None:
     """Delete ids whose ttl ran out (at most every ttl/10 of stream time)."""
     now: int = view.memo["t"]
     if now < view.memo.get("sweep_at", now):
@@ -206,107 +204,3 @@ def _keyed_output(row: Row, field: str, value: Any) -> dict[str, Any]:
 
 def _row_key(row: Row) -> bytes:
     return encode_key(row.key)
-
-
-def window(
-    size: float,
-    hop: float | None = None,
-    grace: float = 0.0,
-    aggregate: str = "count",
-    of: FieldSpec | None = None,
-    timestamp: FieldSpec | None = None,
-    name: str = "window",
-) -> Window:
-    """A tumbling (``hop`` None) or hopping window; times in seconds."""
-    size_ms = milliseconds(size, f"window {name!r} size")
-    assert size_ms is not None
-    hop_ms = size_ms if hop is None else milliseconds(hop, f"window {name!r} hop")
-    grace_ms = milliseconds(grace, f"window {name!r} grace")
-    assert hop_ms is not None and grace_ms is not None
-    return Window(size_ms, hop_ms, grace_ms, Aggregate(aggregate, of), timestamp, name)
-
-
-# ---- declarative spec compilers --------------------------------------------------------------
-
-
-def _options(
-    arg: Any, where: str, allowed: set[str], shorthand: str | None = None
-) -> dict[str, Any]:
-    if arg is None:
-        return {}
-    if shorthand is not None and not isinstance(arg, dict):
-        return {shorthand: arg}
-    if not isinstance(arg, dict):
-        raise ConfigError(f"pipeline spec {where}: expected a mapping with {sorted(allowed)}")
-    unknown = set(arg) - allowed
-    if unknown:
-        raise ConfigError(
-            f"pipeline spec {where}: unknown option(s) {sorted(unknown)} (known: {sorted(allowed)})"
-        )
-    return arg
-
-
-def _row_expr(source: Any, where: str) -> RowFn:
-    if not isinstance(source, str):
-        raise ConfigError(f"pipeline spec {where}: expected an expression string, got {source!r}")
-    return RowFn(row_expression(source, where))
-
-
-def _located(where: str, build: Callable[[], Step]) -> Step:
-    """Build a step; a ConfigError from its checks gets the spec location in front."""
-    try:
-        return build()
-    except ConfigError as exc:
-        raise ConfigError(f"pipeline spec {where}: {exc}") from None
-
-
-def _name(opts: dict[str, Any], default: str, where: str) -> str:
-    name = opts.get("name", default)
-    if not isinstance(name, str):
-        raise ConfigError(f"pipeline spec {where}.name: expected a string, got {name!r}")
-    return name
-
-
-@step_compiler("dedupe")
-def _dedupe_spec(arg: Any, where: str) -> Step:
-    """``dedupe: {by: <expression, default key>, ttl: <seconds, default forever>, name}``."""
-    opts = _options(arg, where, {"by", "ttl", "name"})
-    by = _row_expr(opts["by"], f"{where}.by") if "by" in opts else None
-    name = _name(opts, "dedupe", where)
-    return _located(where, lambda: Dedupe(ttl=opts.get("ttl"), by=by, name=name))
-
-
-@step_compiler("count")
-def _count_spec(arg: Any, where: str) -> Step:
-    """``count: {name}`` (or ``count: null``): count per key."""
-    opts = _options(arg, where, {"name"})
-    return Count(name=_name(opts, "count", where))
-
-
-@step_compiler("sum")
-def _sum_spec(arg: Any, where: str) -> Step:
-    """``sum: <expression>`` or ``sum: {field: <expression>, name}``: sum per key."""
-    opts = _options(arg, where, {"field", "name"}, shorthand="field")
-    if "field" not in opts:
-        raise ConfigError(f"pipeline spec {where}: 'field' (an expression) is required")
-    return Sum(of=_row_expr(opts["field"], f"{where}.field"), name=_name(opts, "sum", where))
-
-
-@step_compiler("window")
-def _window_spec(arg: Any, where: str) -> Step:
-    """``window: {size, hop, grace, timestamp: <expr, ms>, aggregate: count | {sum: <expr>},
-    name}`` — times in seconds; aggregate one of count, sum, min, max, mean."""
-    opts = _options(arg, where, {"size", "hop", "grace", "timestamp", "aggregate", "name"})
-    aggregate: Any = opts.get("aggregate", "count")
-    kind, of = aggregate, None
-    if isinstance(aggregate, dict) and len(aggregate) == 1:
-        ((kind, source),) = aggregate.items()
-        of = _row_expr(source, f"{where}.aggregate.{kind}")
-    if not isinstance(kind, str):
-        raise ConfigError(f"pipeline spec {where}.aggregate: expected count or {{sum: <expr>}}")
-    ts = _row_expr(opts["timestamp"], f"{where}.timestamp") if "timestamp" in opts else None
-    size: Any = opts.get("size")  # validated (required, seconds) by window()
-    name = _name(opts, "window", where)
-    return _located(
-        where, lambda: window(size, opts.get("hop"), opts.get("grace", 0.0), kind, of, ts, name)
-    )

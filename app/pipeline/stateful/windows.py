@@ -19,23 +19,26 @@ import orjson
 from app.errors import ConfigError
 from app.pipeline.errors import AggregateOverflow
 from app.pipeline.record import Row
-from app.pipeline.steps import Failure, PartitionState, StepContext
-from app.state.keys import decode_int, decode_key, display_key, encode_int, encode_key
-from app.state.stepkit import (
+from app.pipeline.stateful.kit import (
     Extractor,
     FieldSpec,
     Views,
     event_time,
     extract_all,
     extractor,
+    milliseconds,
     number,
     out_of_range,
+    persist_stream_time,
     provenance,
+    require_state,
+    stream_time,
 )
-from app.state.stepkit import require_state as _require_state
+from app.pipeline.steps import Failure, StepContext
+from app.state.access import StateView
+from app.state.keys import decode_int, decode_key, display_key, encode_int, encode_key
 
 WINDOW_PREFIX = b"w"  # w + start (8 bytes) + encoded key → accumulator (JSON)
-STREAM_TIME_KEY = b"t"  # stream time of the partition (8 bytes)
 _UNREAD: Any = object()
 
 
@@ -58,29 +61,6 @@ def last_closed_start(stream_time: int, size: int, grace: int, hop: int) -> int:
     """The largest window start (a multiple of ``hop``) that is closed at ``stream_time``."""
     bound = stream_time - size - grace
     return bound - bound % hop
-
-
-def stream_time(view: PartitionState) -> int | None:
-    """The partition's stream time (memoised; None before the first record)."""
-    if "t" not in view.memo:
-        raw = view.get(STREAM_TIME_KEY)
-        view.memo["t"] = None if raw is None else decode_int(raw)
-    value: int | None = view.memo["t"]
-    return value
-
-
-def advance_stream_time(view: PartitionState, timestamp: int) -> int:
-    """Stream time after a record at ``timestamp`` (in memo; :func:`persist_stream_time`)."""
-    current = stream_time(view)
-    now = timestamp if current is None or timestamp > current else current
-    view.memo["t"] = now
-    return now
-
-
-def persist_stream_time(view: PartitionState) -> None:
-    now = view.memo.get("t")
-    if now is not None:
-        view.set(STREAM_TIME_KEY, encode_int(now))
 
 
 # ---- aggregations ----------------------------------------------------------------------------
@@ -107,7 +87,7 @@ class Aggregate:
 
     Args:
         kind: the aggregation.
-        of: field name, function of the value, or :class:`~app.state.stepkit.RowFn`
+        of: field name, function of the value, or :class:`~app.pipeline.stateful.kit.RowFn`
             (required except for ``count``).
     """
 
@@ -196,13 +176,13 @@ class Window:
         return encode_key(row.key), ts, self.aggregate.extract(row)
 
     def __call__(self, rows: list[Row], ctx: StepContext) -> list[Row]:
-        views = Views(_require_state(ctx, self.name), self.name)
+        views = Views(require_state(ctx, self.name), self.name)
         last: dict[tuple[str, int], Row] = {}
         size, hop, grace, add = self.size, self.hop, self.grace, self.aggregate.add
         tumbling = hop == size
         # Accumulators touched by this batch, decoded once and encoded once per batch (a key
         # sees many records per batch): (partition view, window key) -> accumulator.
-        accs: dict[tuple[PartitionState, bytes], Any] = {}
+        accs: dict[tuple[StateView, bytes], Any] = {}
         for row, got in zip(rows, extract_all(rows, ctx, self.name, self._extract), strict=True):
             if got is None:
                 continue
@@ -240,7 +220,7 @@ class Window:
             out += self._close(view, row)
         return out
 
-    def _close(self, view: PartitionState, trigger: Row) -> list[Row]:
+    def _close(self, view: StateView, trigger: Row) -> list[Row]:
         now = stream_time(view)
         if now is None:
             return []
@@ -265,3 +245,21 @@ class Window:
             row.key = key
             out.append(row)
         return out
+
+
+def window(
+    size: float,
+    hop: float | None = None,
+    grace: float = 0.0,
+    aggregate: str = "count",
+    of: FieldSpec | None = None,
+    timestamp: FieldSpec | None = None,
+    name: str = "window",
+) -> Window:
+    """A tumbling (``hop`` None) or hopping window; times in seconds."""
+    size_ms = milliseconds(size, f"window {name!r} size")
+    assert size_ms is not None
+    hop_ms = size_ms if hop is None else milliseconds(hop, f"window {name!r} hop")
+    grace_ms = milliseconds(grace, f"window {name!r} grace")
+    assert hop_ms is not None and grace_ms is not None
+    return Window(size_ms, hop_ms, grace_ms, Aggregate(aggregate, of), timestamp, name)

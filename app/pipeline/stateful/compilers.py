@@ -1,0 +1,106 @@
+"""Spec compilers of the stateful steps: ``dedupe``, ``count``, ``sum`` and ``window``.
+
+:mod:`app.pipeline.spec` merges :data:`STATEFUL_COMPILERS` into its own table, so this module
+needs nothing from the spec compiler (no import cycle, no registration by import side effect).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from app.errors import ConfigError
+from app.pipeline.expressions import row_expression
+from app.pipeline.stateful.keyed import Count, Dedupe, Sum
+from app.pipeline.stateful.kit import RowFn
+from app.pipeline.stateful.windows import window
+from app.pipeline.steps import Step
+
+StepCompiler = Callable[[Any, str], Step]
+
+
+def _options(
+    arg: Any, where: str, allowed: set[str], shorthand: str | None = None
+) -> dict[str, Any]:
+    if arg is None:
+        return {}
+    if shorthand is not None and not isinstance(arg, dict):
+        return {shorthand: arg}
+    if not isinstance(arg, dict):
+        raise ConfigError(f"pipeline spec {where}: expected a mapping with {sorted(allowed)}")
+    unknown = set(arg) - allowed
+    if unknown:
+        raise ConfigError(
+            f"pipeline spec {where}: unknown option(s) {sorted(unknown)} (known: {sorted(allowed)})"
+        )
+    return arg
+
+
+def _row_expr(source: Any, where: str) -> RowFn:
+    if not isinstance(source, str):
+        raise ConfigError(f"pipeline spec {where}: expected an expression string, got {source!r}")
+    return RowFn(row_expression(source, where))
+
+
+def _located(where: str, build: Callable[[], Step]) -> Step:
+    """Build a step; a ConfigError from its checks gets the spec location in front."""
+    try:
+        return build()
+    except ConfigError as exc:
+        raise ConfigError(f"pipeline spec {where}: {exc}") from None
+
+
+def _name(opts: dict[str, Any], default: str, where: str) -> str:
+    name = opts.get("name", default)
+    if not isinstance(name, str):
+        raise ConfigError(f"pipeline spec {where}.name: expected a string, got {name!r}")
+    return name
+
+
+def _dedupe_spec(arg: Any, where: str) -> Step:
+    """``dedupe: {by: <expression, default key>, ttl: <seconds, default forever>, name}``."""
+    opts = _options(arg, where, {"by", "ttl", "name"})
+    by = _row_expr(opts["by"], f"{where}.by") if "by" in opts else None
+    name = _name(opts, "dedupe", where)
+    return _located(where, lambda: Dedupe(ttl=opts.get("ttl"), by=by, name=name))
+
+
+def _count_spec(arg: Any, where: str) -> Step:
+    """``count: {name}`` (or ``count: null``): count per key."""
+    opts = _options(arg, where, {"name"})
+    return Count(name=_name(opts, "count", where))
+
+
+def _sum_spec(arg: Any, where: str) -> Step:
+    """``sum: <expression>`` or ``sum: {field: <expression>, name}``: sum per key."""
+    opts = _options(arg, where, {"field", "name"}, shorthand="field")
+    if "field" not in opts:
+        raise ConfigError(f"pipeline spec {where}: 'field' (an expression) is required")
+    return Sum(of=_row_expr(opts["field"], f"{where}.field"), name=_name(opts, "sum", where))
+
+
+def _window_spec(arg: Any, where: str) -> Step:
+    """``window: {size, hop, grace, timestamp: <expr, ms>, aggregate: count | {sum: <expr>},
+    name}`` — times in seconds; aggregate one of count, sum, min, max, mean."""
+    opts = _options(arg, where, {"size", "hop", "grace", "timestamp", "aggregate", "name"})
+    aggregate: Any = opts.get("aggregate", "count")
+    kind, of = aggregate, None
+    if isinstance(aggregate, dict) and len(aggregate) == 1:
+        ((kind, source),) = aggregate.items()
+        of = _row_expr(source, f"{where}.aggregate.{kind}")
+    if not isinstance(kind, str):
+        raise ConfigError(f"pipeline spec {where}.aggregate: expected count or {{sum: <expr>}}")
+    ts = _row_expr(opts["timestamp"], f"{where}.timestamp") if "timestamp" in opts else None
+    size: Any = opts.get("size")  # validated (required, seconds) by window()
+    name = _name(opts, "window", where)
+    return _located(
+        where, lambda: window(size, opts.get("hop"), opts.get("grace", 0.0), kind, of, ts, name)
+    )
+
+
+STATEFUL_COMPILERS: dict[str, StepCompiler] = {
+    "dedupe": _dedupe_spec,
+    "count": _count_spec,
+    "sum": _sum_spec,
+    "window": _window_spec,
+}
