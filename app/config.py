@@ -9,6 +9,8 @@ from __future__ import annotations
 import json
 import os
 import socket
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Any, Literal, TypeVar
 
@@ -244,20 +246,35 @@ def load_connection(config_file: Path | None = None, **overrides: Any) -> Connec
 
 
 def _load(cls: type[_S], config_file: Path | None, overrides: dict[str, Any]) -> _S:
-    if config_file is not None:
-        if not config_file.exists():
-            raise ConfigError(f"config file {config_file} does not exist (--config)")
-        os.environ[f"{ENV_PREFIX}CONFIG_FILE"] = str(config_file)
-    path = os.environ.get(f"{ENV_PREFIX}CONFIG_FILE")
+    name = f"{ENV_PREFIX}CONFIG_FILE"
+    if config_file is not None and not config_file.exists():
+        raise ConfigError(f"config file {config_file} does not exist (--config)")
+    path = str(config_file) if config_file is not None else os.environ.get(name)
     if path and not Path(path).exists():
-        raise ConfigError(f"config file {path} does not exist ({ENV_PREFIX}CONFIG_FILE)")
+        raise ConfigError(f"config file {path} does not exist ({name})")
     try:
-        return cls(**overrides)
+        with _environ(name, path):  # settings_customise_sources reads the file's name there
+            return cls(**overrides)
     except ValidationError as exc:
         raise ConfigError(format_validation_error(exc)) from None
     except (SettingsError, json.JSONDecodeError) as exc:  # e.g. malformed JSON in an env var
         cause = f": {exc.__cause__}" if exc.__cause__ else ""
         raise ConfigError(f"invalid configuration: {exc}{cause}") from None
+
+
+@contextmanager
+def _environ(name: str, value: str | None) -> Iterator[None]:
+    """``name=value`` in the environment for the block only (``--config`` must not leak)."""
+    before = os.environ.get(name)
+    if value is not None:
+        os.environ[name] = value
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = before
 
 
 def format_validation_error(exc: ValidationError) -> str:

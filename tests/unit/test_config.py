@@ -64,9 +64,23 @@ def test_yaml_file_and_env_precedence(tmp_path: Path, monkeypatch: pytest.Monkey
     path = tmp_path / "bridge.yaml"
     path.write_text("input_topics: [in]\noutput_topic: out\ncommit_interval: 2\n")
     monkeypatch.setenv("BRIDGE_COMMIT_INTERVAL", "0.5")
+    monkeypatch.delenv("BRIDGE_CONFIG_FILE", raising=False)
     s = load_settings(config_file=path)
     assert s.output_topic == "out"
     assert s.commit_interval == 0.5  # env wins over the file
+    assert "BRIDGE_CONFIG_FILE" not in os.environ  # --config does not leak into the process
+
+
+def test_config_flag_wins_over_env_file_and_env_is_kept(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    flagged, from_env = tmp_path / "flag.yaml", tmp_path / "env.yaml"
+    flagged.write_text("input_topics: [in]\noutput_topic: flagged\n")
+    from_env.write_text("input_topics: [in]\noutput_topic: from-env\n")
+    monkeypatch.setenv("BRIDGE_CONFIG_FILE", str(from_env))
+    assert load_settings(config_file=flagged).output_topic == "flagged"
+    assert os.environ["BRIDGE_CONFIG_FILE"] == str(from_env)
+    assert load_settings().output_topic == "from-env"
 
 
 def test_missing_config_file_is_a_config_error(tmp_path: Path) -> None:
