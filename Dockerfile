@@ -7,8 +7,9 @@
 #
 # BASE_IMAGE: any glibc Debian-family image with python3 >= 3.11, `python3 -m venv`, pip >= 22.3
 # (for `pip --python`) and useradd (python:3.11-slim-bookworm, or Debian bookworm + python3
-# python3-venv python3-pip, as the image test builds it locally). Every stage uses the same base, so the venv's interpreter path, glibc and
-# Python ABI match between where wheels are installed and where they run.
+# python3-venv python3-pip, as the image test builds it locally). Every stage uses the same
+# base, so the venv's interpreter path, glibc and Python ABI match between where wheels are
+# installed and where they run.
 ARG BASE_IMAGE=python:3.11-slim-bookworm
 
 # --- deps: third-party dependencies, in their own layer --------------------------------------

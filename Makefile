@@ -11,7 +11,7 @@ QUIX_VENV := .venv-quix
 QUIX_STAMP := $(QUIX_VENV)/.installed
 QUIX_REQUIREMENT := quixstreams==3.28.*
 
-.PHONY: install quix-venv demo test test-spark-image lint unit bench chaos dev-kafka-stop clean lock
+.PHONY: install quix-venv demo test test-spark-image lint unit bench chaos dev-kafka-stop clean
 
 $(STAMP): pyproject.toml
 	@command -v $(PYTHON) >/dev/null || { echo "Python 3.11+ is required (apt-get install -y python3 python3-venv)"; exit 1; }
@@ -78,6 +78,7 @@ chaos: $(STAMP)
 # dependencies in pyproject.toml or requirements/build.in; reads PyPI.
 LOCK_FLAGS := --generate-hashes --python-version 3.11 --python-platform x86_64-unknown-linux-gnu \
 	--only-binary :all: --custom-compile-command "make lock"
+.PHONY: lock
 lock: $(STAMP)
 	$(BIN)/uv pip compile $(LOCK_FLAGS) pyproject.toml -o requirements/runtime.lock
 	$(BIN)/uv pip compile $(LOCK_FLAGS) requirements/build.in -o requirements/build.lock
