@@ -5,38 +5,45 @@
 #   docker run --rm -e BRIDGE_BOOTSTRAP_SERVERS=kafka:9092 ... eos-bridge        # = eos-bridge run
 #   docker run --rm --env-file bridge.env eos-bridge check-config   # validate settings, no broker
 #
-# BASE_IMAGE: any glibc Debian-family image with python3 >= 3.11, `python3 -m venv` and useradd
-# (python:3.11-slim-bookworm, or Debian bookworm + python3 python3-venv, as the image test
-# builds it locally). Every stage uses the same base, so the venv's interpreter path, glibc and
-# Python ABI match between where wheels are installed and where they run.
+# BASE_IMAGE: any glibc Debian-family image with python3 >= 3.11, `python3 -m venv`, pip >= 22.3
+# (for `pip --python`) and useradd (python:3.11-slim-bookworm, or Debian bookworm + python3
+# python3-venv python3-pip, as the image test builds it locally). Every stage uses the same
+# base, so the venv's interpreter path, glibc and Python ABI match between where wheels are
+# installed and where they run.
 ARG BASE_IMAGE=python:3.11-slim-bookworm
 
 # --- deps: third-party dependencies, in their own layer --------------------------------------
-# Only pyproject.toml is copied, so editing the code reuses this layer; only a dependency change
-# rebuilds it. Every runtime dependency ships glibc (manylinux) wheels, so no compiler is needed.
+# Exactly the versions and files of requirements/runtime.lock (`make lock`): pip refuses any
+# file whose sha256 is not listed. Every runtime dependency ships glibc (manylinux) wheels, so
+# no compiler is needed. The venv is made without pip and filled by the base's pip (--python),
+# so the service's environment never holds pip, setuptools or wheel.
 FROM ${BASE_IMAGE} AS deps
 ENV PIP_DISABLE_PIP_VERSION_CHECK=1 \
     PIP_NO_CACHE_DIR=1 \
     PYTHONDONTWRITEBYTECODE=1
-RUN python3 -m venv /opt/venv
-WORKDIR /src
-COPY pyproject.toml ./
-RUN python3 -c "import tomllib; deps = tomllib.load(open('pyproject.toml', 'rb'))['project']['dependencies']; print('\n'.join(deps))" > requirements.txt \
- && /opt/venv/bin/pip install --only-binary=:all: -r requirements.txt \
+RUN python3 -m venv --without-pip /opt/venv
+COPY requirements/runtime.lock /tmp/runtime.lock
+RUN python3 -m pip --python /opt/venv/bin/python install --require-hashes --no-deps \
+      --only-binary=:all: -r /tmp/runtime.lock \
  && /opt/venv/bin/python -m compileall -q -j 0 /opt/venv/lib
 
-# --- wheel: the project itself -------------------------------------------------------------
-FROM deps AS wheel
+# --- wheel: the project itself, built by locked build tools --------------------------------
+FROM ${BASE_IMAGE} AS wheel
+ENV PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    PIP_NO_CACHE_DIR=1 \
+    PYTHONDONTWRITEBYTECODE=1
+COPY requirements/build.lock /tmp/build.lock
+RUN python3 -m venv /opt/build \
+ && /opt/build/bin/pip install --require-hashes --no-deps --only-binary=:all: -r /tmp/build.lock
 COPY . /src
-RUN /opt/venv/bin/pip wheel --no-deps --wheel-dir /dist /src
+RUN /opt/build/bin/python -m build --wheel --no-isolation --outdir /dist /src
 
 # --- runtime -------------------------------------------------------------------------------
 FROM ${BASE_IMAGE}
 LABEL org.opencontainers.image.title="eos-bridge" \
       org.opencontainers.image.description="Exactly-once Kafka to Kafka bridge" \
       org.opencontainers.image.licenses="Apache-2.0"
-ENV PATH=/opt/venv/bin:$PATH \
-    PYTHONDONTWRITEBYTECODE=1 \
+ENV PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
     BRIDGE_STATE_DIR=/var/lib/eos-bridge/state \
     BRIDGE_HTTP_PORT=9000
@@ -46,10 +53,14 @@ RUN groupadd --gid 10001 eos-bridge \
       --shell /usr/sbin/nologin eos-bridge \
  && install -d -o 10001 -g 10001 -m 0750 /var/lib/eos-bridge /var/lib/eos-bridge/state
 COPY --from=deps /opt/venv /opt/venv
-# The project's own layer: the wheel is bind-mounted from its stage (never stored in a layer)
-# and pip byte-compiles what it installs.
-RUN --mount=type=bind,from=wheel,source=/dist,target=/tmp/dist \
-    pip install --no-deps --no-index --no-cache-dir /tmp/dist/*.whl
+# The project's own layer: the wheel (a few hundred kB, copied because buildah cannot bind-mount
+# a stage it took from its layer cache) installed by the base's pip into the pip-less venv,
+# byte-compiled. Its dependencies are already there (--no-deps), so nothing is fetched.
+COPY --from=wheel /dist /opt/dist
+RUN python3 -m pip --python /opt/venv/bin/python install --no-deps --no-index --no-cache-dir \
+      --disable-pip-version-check /opt/dist/*.whl
+# Only now: python3 above must be the base's interpreter, which has pip.
+ENV PATH=/opt/venv/bin:$PATH
 USER 10001:10001
 WORKDIR /var/lib/eos-bridge
 EXPOSE 9000

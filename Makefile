@@ -74,5 +74,14 @@ SEED ?= 1
 chaos: $(STAMP)
 	$(BIN)/python -m tests.chaos.nemesis --rounds $(ROUNDS) --seed $(SEED)
 
+# The image's hash-locked dependencies (requirements/*.lock): rerun after changing the runtime
+# dependencies in pyproject.toml or requirements/build.in; reads PyPI.
+LOCK_FLAGS := --generate-hashes --python-version 3.11 --python-platform x86_64-unknown-linux-gnu \
+	--only-binary :all: --custom-compile-command "make lock"
+.PHONY: lock
+lock: $(STAMP)
+	$(BIN)/uv pip compile $(LOCK_FLAGS) pyproject.toml -o requirements/runtime.lock
+	$(BIN)/uv pip compile $(LOCK_FLAGS) requirements/build.in -o requirements/build.lock
+
 clean:
 	rm -rf $(VENV) $(QUIX_VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -126,7 +126,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     try:
         cfg = config_from(args)
-        spark = build_session("eos-bridge-backfill", args.master or None)
+        spark = build_session("eos-bridge-backfill", args.master or None, cli.spark_conf_from(args))
         summary = run_backfill(spark, cfg)
     except SparkJobError as exc:
         print(f"spark_jobs.backfill: {exc}", file=sys.stderr)

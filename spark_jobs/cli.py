@@ -35,6 +35,13 @@ def add_source_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--master", default="local[2]", help='Spark master ("" keeps the one spark-submit set)'
     )
+    parser.add_argument(
+        "--conf",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a Spark setting, e.g. spark.executor.memory=1g (repeat); wins over the defaults",
+    )
     parser.add_argument("--table", required=True, help="path of the Delta aggregate table")
 
 
@@ -50,6 +57,17 @@ def source_from(args: argparse.Namespace) -> KafkaSource:
     return KafkaSource(
         bootstrap=args.bootstrap or "", topic=args.topic, options=tuple(options.items())
     )
+
+
+def spark_conf_from(args: argparse.Namespace) -> dict[str, str]:
+    """The ``--conf`` settings as a dict; a later repeat of a key wins."""
+    conf = {}
+    for item in args.conf:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip().startswith("spark."):
+            raise JobConfigError(f"--conf {item!r} must look like spark.KEY=VALUE")
+        conf[key.strip()] = value
+    return conf
 
 
 def fields_from(args: argparse.Namespace) -> RecordFields:

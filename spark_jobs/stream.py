@@ -253,7 +253,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     try:
         cfg = config_from(args)
-        spark = build_session("eos-bridge-stream", args.master or None)
+        spark = build_session("eos-bridge-stream", args.master or None, cli.spark_conf_from(args))
         stop = threading.Event()
         signal.signal(signal.SIGTERM, lambda *_: stop.set())
         summary = run_stream(spark, cfg, stop)

@@ -34,7 +34,7 @@ SERVICEMONITOR = CHART / "ci" / "servicemonitor-values.yaml"
 # bundled 1.37, and 1.34, the oldest minor release still in upstream support.
 KUBE_VERSIONS = ["1.34.0", "1.36.0", "1.37.0"]
 # Custom resources have no bundled schema; kubernetes-validate warns and skips them.
-CRD_KINDS = {"ServiceMonitor"}
+CRD_KINDS = {"ServiceMonitor", "SparkApplication"}
 
 STATE_DIR = "/var/lib/eos-bridge/state"
 
@@ -51,6 +51,7 @@ def test_every_ci_values_set_is_covered() -> None:
         "spark",
         "sasl",
         "servicemonitor",
+        "spark-operator",
     }
 
 
@@ -141,7 +142,7 @@ def test_schema_covers_every_default_value() -> None:
     assert set(values) <= set(schema["properties"])
     for group in (
         "image", "bridge", "sasl", "tls", "persistence", "serviceAccount", "networkPolicy",
-        "tests", "spark",
+        "tests", "spark", "sparkApplication",
     ):  # fmt: skip
         assert set(values[group]) == set(schema["properties"][group]["properties"]), group
 

@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import time
+import tomllib
 import uuid
 from collections import Counter
 from collections.abc import Iterator
@@ -22,6 +24,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
 
 from .helpers import REPO
 
@@ -51,13 +55,18 @@ def base_image() -> str:
 @pytest.fixture(scope="module")
 def image(base_image: str) -> str:
     """The Dockerfile built on the local base; --layers keeps the dependency layer cached."""
+    return build(base_image, IMAGE, "--layers")
+
+
+def build(base_image: str, tag: str, cache: str) -> str:
+    """``buildah bud`` of the Dockerfile; ``cache`` is --layers or --no-cache."""
     sh(
-        "buildah", "bud", "--isolation=chroot", "--layers", "--pull-never",
+        "buildah", "bud", "--isolation=chroot", cache, "--pull-never",
         "--build-arg", f"BASE_IMAGE={base_image}",
-        "--file", str(REPO / "Dockerfile"), "--tag", IMAGE, str(REPO),
-        timeout=900,
+        "--file", str(REPO / "Dockerfile"), "--tag", tag, str(REPO),
+        timeout=1800,
     )  # fmt: skip
-    return IMAGE
+    return tag
 
 
 @pytest.fixture()
@@ -88,9 +97,74 @@ def test_image_runs_as_non_root_with_exec_form_entrypoint(image: str) -> None:
     assert env["PATH"].startswith("/opt/venv/bin:")
 
 
+# --- reproducible: the lock drives the install --------------------------------------------------
+
+RUNTIME_LOCK = REPO / "requirements" / "runtime.lock"
+_INSTALLED = (
+    "import importlib.metadata as m, json; "
+    "print(json.dumps(sorted([d.metadata['Name'], d.version] for d in m.distributions())))"
+)
+
+
+def locked_pins() -> dict[str, str]:
+    """name → version of every requirement in runtime.lock, each with at least one hash."""
+    pins = {}
+    for block in re.split(r"\n(?=[a-z0-9])", RUNTIME_LOCK.read_text()):
+        head = block.split(" ", 1)[0]
+        if "==" in head:
+            name, version = head.split("==")
+            assert "--hash=sha256:" in block, f"{name} has no hash in {RUNTIME_LOCK}"
+            pins[canonicalize_name(name)] = version
+    return pins
+
+
+def installed(image: str) -> dict[str, str]:
+    """name → version of every distribution the image's service interpreter sees."""
+    name = f"eos-bridge-image-versions-{uuid.uuid4().hex[:8]}"
+    sh("buildah", "from", "--pull-never", "--name", name, image)
+    try:
+        out = sh(
+            "buildah", "run", "--isolation=chroot", "--user", f"{UID}:{UID}", name,
+            "--", "/opt/venv/bin/python", "-c", _INSTALLED,
+        ).stdout  # fmt: skip
+    finally:
+        sh("buildah", "rm", name, check=False)
+    return {canonicalize_name(n): v for n, v in json.loads(out)}
+
+
+def test_lock_pins_every_runtime_dependency() -> None:
+    """requirements/runtime.lock is current with pyproject.toml (rerun `make lock` if not)."""
+    pins = locked_pins()
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    for dependency in map(Requirement, project["dependencies"]):
+        version = pins.get(canonicalize_name(dependency.name))
+        assert version is not None, f"{dependency.name} is not in {RUNTIME_LOCK}"
+        assert dependency.specifier.contains(version), f"{dependency} vs locked {version}"
+    dockerfile = (REPO / "Dockerfile").read_text()
+    assert re.search(r"--require-hashes .*\n.* -r /tmp/runtime\.lock", dockerfile)
+
+
+def test_image_rebuilds_to_the_same_installed_versions(base_image: str, image: str) -> None:
+    """A second build from scratch (no layer cache, fresh downloads) installs the same
+    distributions at the same versions: the locked ones and the project, and nothing that
+    builds or installs packages."""
+    rebuilt = build(base_image, f"{IMAGE}-rebuilt", "--no-cache")
+    try:
+        first, second = installed(image), installed(rebuilt)
+    finally:
+        sh("buildah", "rmi", rebuilt, check=False)
+    assert first == second
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    assert first == {**locked_pins(), "eos-bridge": project["version"]}
+    assert not {"pip", "setuptools", "wheel"} & set(first)
+
+
 def test_image_has_no_build_tools_and_ships_byte_code(container: str) -> None:
+    """No compiler, no pip in the service's venv, no dev launcher (app/devkafka, devkit)."""
     probe = (
-        "for t in gcc cc c++ make git; do command -v $t; done; "
+        "for t in gcc cc c++ make git /opt/venv/bin/pip; do command -v $t; done; "
+        "/opt/venv/bin/python -m pip --version >/dev/null 2>&1 && echo venv-has-pip; "
+        "find /opt/venv -name devkafka -o -name devkit -o -name demo.py | head -n 3; "
         "id -u; "
         "find /opt/venv/lib -path '*/site-packages/app/__pycache__/*.pyc' | head -n 1; "
         "eos-bridge --help >/dev/null && echo cli-ok"
@@ -99,7 +173,7 @@ def test_image_has_no_build_tools_and_ships_byte_code(container: str) -> None:
         "buildah", "run", "--isolation=chroot", "--user", f"{UID}:{UID}", container,
         "--", "sh", "-c", probe,
     ).stdout.split()  # fmt: skip
-    assert out[0] == str(UID), out  # no compiler/make/git path printed before the uid
+    assert out[0] == str(UID), out  # nothing of the above printed before the uid
     assert out[1].endswith(".pyc"), out
     assert out[-1] == "cli-ok", out
 

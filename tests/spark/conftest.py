@@ -1,4 +1,5 @@
-"""One local SparkSession for all Spark tests: starting Spark costs ~20 s on two cores."""
+"""One local SparkSession for all Spark tests (starting Spark costs ~20 s on two cores), and a
+standalone cluster for the tests that run the jobs on one."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from spark_jobs.session import build_session
+from tests.spark.standalone import StandaloneCluster
 
 
 @pytest.fixture(scope="session")
@@ -17,3 +19,15 @@ def spark() -> Iterator[SparkSession]:
         yield session
     finally:
         session.stop()
+
+
+@pytest.fixture(scope="module")
+def standalone(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StandaloneCluster]:
+    """A Spark standalone master and two one-core workers on loopback; daemon logs, worker
+    directories and executor logs stay in the test's temp directory."""
+    cluster = StandaloneCluster(tmp_path_factory.mktemp("spark-standalone"))
+    try:
+        cluster.start(workers=2)
+        yield cluster
+    finally:
+        cluster.stop()

@@ -14,6 +14,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from app.kafka.topics import KafkaRecord
+from spark_jobs.config import KafkaRange
 
 MAX_TS_MS = 253_402_300_799_999
 
@@ -72,3 +73,18 @@ def aggregate(records: Iterable[KafkaRecord], window_ms: int) -> dict[WindowKey,
             amount_p99=nearest_rank(amounts, 0.99),
         )
     return out
+
+
+def window_offsets(
+    records: list[KafkaRecord], topic: str, first_ms: int, end_ms: int
+) -> KafkaRange:
+    """Per-partition offsets spanning exactly the events of windows in [first_ms, end_ms)."""
+    start: dict[str, int] = {}
+    end: dict[str, int] = {}
+    for r in records:
+        doc = valid(r.value)
+        if doc is not None and first_ms <= int(doc["ts"]) < end_ms:  # type: ignore[call-overload]
+            p = str(r.partition)
+            start[p] = min(start.get(p, r.offset), r.offset)
+            end[p] = max(end.get(p, r.offset + 1), r.offset + 1)
+    return KafkaRange(json.dumps({topic: start}), json.dumps({topic: end}))

@@ -3,7 +3,6 @@ a range of the topic reproduces the streamed rows of that range."""
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -24,7 +23,7 @@ from tests.spark.data import (
     make_events,
     produce_in_transactions,
 )
-from tests.spark.reference import aggregate, valid
+from tests.spark.reference import aggregate, valid, window_offsets
 from tests.spark.tables import latest_version, read_table
 from tests.support.kafka import KafkaFixture
 
@@ -97,21 +96,6 @@ def test_bad_records_are_kept_aside_with_their_offsets(
     assert streamed.summary.bad_records == len(BAD_VALUES)
 
 
-def _window_offsets(
-    records: list[KafkaRecord], topic: str, first_ms: int, end_ms: int
-) -> KafkaRange:
-    """Per-partition offsets spanning exactly the events of windows in [first_ms, end_ms)."""
-    start: dict[str, int] = {}
-    end: dict[str, int] = {}
-    for r in records:
-        doc = valid(r.value)
-        if doc is not None and first_ms <= int(doc["ts"]) < end_ms:  # type: ignore[call-overload]
-            p = str(r.partition)
-            start[p] = min(start.get(p, r.offset), r.offset)
-            end[p] = max(end.get(p, r.offset + 1), r.offset + 1)
-    return KafkaRange(json.dumps({topic: start}), json.dumps({topic: end}))
-
-
 def test_backfill_over_a_range_equals_the_stream_for_that_range(
     spark: SparkSession, kafka: KafkaFixture, streamed: Streamed
 ) -> None:
@@ -135,7 +119,7 @@ def test_backfill_over_a_range_equals_the_stream_for_that_range(
     assert read_table(spark, streamed.table) != streamed_rows
 
     source = KafkaSource(kafka.bootstrap, streamed.topic)
-    by_offsets = _window_offsets(streamed.records, streamed.topic, first_ms, end_ms)
+    by_offsets = window_offsets(streamed.records, streamed.topic, first_ms, end_ms)
     by_time = KafkaRange(starting_timestamp=first_ms, ending_timestamp=end_ms)
     for kafka_range in (by_offsets, by_time):
         before = latest_version(streamed.table)

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from spark_jobs import backfill, stream
+from spark_jobs import backfill, cli, stream
 from spark_jobs.config import KafkaRange, KafkaSource, RecordFields, StreamConfig, WindowSpec
 from spark_jobs.errors import JobConfigError
 from spark_jobs.faults import AFTER_DELTA_WRITE, FAULT_ENV, FAULT_EXIT_CODE
@@ -107,3 +107,16 @@ def test_fault_point_is_inert_unless_named_for_that_batch() -> None:
         )
         assert proc.returncode == want, (spec, proc.stderr)
         assert (b"survived" in proc.stdout) == (want == 0)
+
+
+def test_spark_settings_come_from_repeated_conf_options() -> None:
+    args = stream.parse_args(
+        _stream_args("--conf", "spark.executor.memory=2g", "--conf", "spark.a=x=y")
+    )
+    assert cli.spark_conf_from(args) == {"spark.executor.memory": "2g", "spark.a": "x=y"}
+
+
+@pytest.mark.parametrize("bad", ["spark.executor.memory", "executor.memory=2g"])
+def test_a_malformed_conf_option_is_named(bad: str) -> None:
+    with pytest.raises(JobConfigError, match=f"--conf '{bad}'"):
+        cli.spark_conf_from(stream.parse_args(_stream_args("--conf", bad)))

@@ -412,3 +412,51 @@ Volume mounts of the helm test containers: what the bridge reads, no state.
 {{ toYaml . }}
 {{- end }}
 {{- end }}
+
+{{/*
+What the driver and the executors of the SparkApplication share: the claim, a scratch emptyDir,
+the TLS files (executors open the truststore themselves) and the pod hardening. Only the driver
+reads the bridge's settings and credentials: it turns them into the Kafka options it ships to
+the executors. Call with (dict "context" $ "driver" true|false).
+*/}}
+{{- define "eos-bridge.sparkPodSpec" -}}
+{{- $ := .context -}}
+env:
+  - name: HOME
+    value: /tmp
+  {{- if .driver }}
+  - name: BRIDGE_CONFIG_FILE
+    value: {{ include "eos-bridge.configDir" $ }}/config.yaml
+  {{- with include "eos-bridge.credentialEnv" $ | trim }}
+  {{- . | nindent 2 }}
+  {{- end }}
+  {{- end }}
+  {{- with $.Values.sparkApplication.extraEnv }}
+  {{- toYaml . | nindent 2 }}
+  {{- end }}
+volumeMounts:
+  - name: data
+    mountPath: /var/lib/eos-bridge/spark
+  - name: tmp
+    mountPath: /tmp
+  {{- if .driver }}
+  - name: config
+    mountPath: {{ include "eos-bridge.configDir" $ }}
+    readOnly: true
+  {{- end }}
+  {{- with include "eos-bridge.tlsVolumeMount" $ | trim }}
+  {{- . | nindent 2 }}
+  {{- end }}
+podSecurityContext:
+  {{- toYaml $.Values.podSecurityContext | nindent 2 }}
+securityContext:
+  {{- toYaml $.Values.securityContext | nindent 2 }}
+{{- with $.Values.nodeSelector }}
+nodeSelector:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with $.Values.tolerations }}
+tolerations:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end }}
