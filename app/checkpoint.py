@@ -113,7 +113,6 @@ class Checkpoint:
         # 6. the next transaction
         self._txn.begin()
         self._metrics.checkpoint_committed(time.perf_counter() - started, self.consumed)
-        self._report_lag(positions)
         self._restart_clock()
 
     def disable(self) -> None:
@@ -127,14 +126,6 @@ class Checkpoint:
     def _restart_clock(self) -> None:
         self.consumed = 0
         self.started = time.monotonic()
-
-    def _report_lag(self, positions: dict[tuple[str, int], int]) -> None:
-        """Consumer lag per partition from the high watermarks of the last fetches (no I/O)."""
-        for (topic, partition), position in positions.items():
-            tp = TopicPartition(topic, partition)
-            _low, high = self._consumer.get_watermark_offsets(tp, cached=True)
-            if high >= 0:
-                self._metrics.lag.labels(topic, str(partition)).set(max(0, high - position))
 
     def _positions(self) -> dict[tuple[str, int], int]:
         """Next offset to read per assigned partition: position(), never last offset + 1

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import sys
+from typing import Any
 
 import orjson
 
@@ -19,6 +20,20 @@ class JsonFormatter(logging.Formatter):
         if record.exc_info:
             entry["exc"] = self.formatException(record.exc_info)
         return orjson.dumps(entry).decode()
+
+
+# librdkafka's own lines (connection failures, broker state, ``debug`` output) go through this
+# logger rather than straight to stderr, so they share the bridge's format (JSON included).
+LIBRDKAFKA_LOGGER = "librdkafka"
+
+
+def librdkafka_logging() -> dict[str, Any]:
+    """The client setting that routes a librdkafka client's log lines to Python logging.
+
+    confluent-kafka then queues them and hands them over in the client's ``poll``/``consume``
+    calls (its ``logger`` setting), which the bridge makes on every batch.
+    """
+    return {"logger": logging.getLogger(LIBRDKAFKA_LOGGER)}
 
 
 def setup(level: str, fmt: str) -> None:

@@ -30,7 +30,7 @@ from app.errors import (
 )
 from app.health import Health
 from app.kafka.errors import Reaction, bridge_error, classify_consumer, describe
-from app.metrics import Metrics
+from app.metrics import LagReport, Metrics
 from app.output import Output
 from app.pipeline.builder import Pipeline
 from app.pipeline.record import Row
@@ -91,6 +91,7 @@ class Bridge:
         txn.on_new_producer(output.collector.rebind)
         self._rebalancer = Rebalancer(consumer, checkpoint, state, metrics, health, txn)
         self._progress = ProgressLog(consumer, metrics)
+        self._lag = LagReport(consumer, metrics)
         self.stopping = False
         # Pipelines of filters and dict maps run fused (one pass, no Row objects); a batch
         # with anything unusual falls back to the steps (see app.pipeline.steps.fuse).
@@ -153,6 +154,9 @@ class Bridge:
             self._process_bounded(messages)
         if self._checkpoint.due():
             self._checkpoint.commit()
+            self._lag.update()  # at the committed positions: what a group-lag tool shows
+        else:
+            self._lag.maybe_update()  # between checkpoints, every few seconds
         self._progress.maybe_log()
 
     def _abort(self, reason: str, label: str) -> None:
@@ -321,7 +325,12 @@ class ProgressLog:
         sample = self._metrics.registry.get_sample_value
         counts = [
             int(sample(f"eos_bridge_{name}_total") or 0)
-            for name in ("records_in", "records_out", "records_dead_lettered", "checkpoints")
+            for name in (
+                "input_records",
+                "output_records",
+                "produced_dead_letter_records",
+                "checkpoints",
+            )
         ]
         log.info(
             "progress: %d in, %d out, %d dead-lettered, %d checkpoints, %d partitions assigned",

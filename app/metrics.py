@@ -1,8 +1,28 @@
-"""Prometheus metrics of one bridge process (own registry, so tests can build several)."""
+"""Prometheus metrics of one bridge process (own registry, so tests can build several).
+
+Names follow Prometheus' conventions: the unit last (``_records``, ``_seconds``), counters end
+in ``_total``. README "Metrics" lists them; the chart's dashboard and alert rules use them, and
+tests/integration/test_ops_kit.py checks every name they use against a live ``/metrics``.
+"""
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+import contextlib
+import time
+from collections.abc import Iterable
+from importlib.metadata import PackageNotFoundError, version
+from typing import Any
+
+import confluent_kafka
+from confluent_kafka import TopicPartition
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, ProcessCollector
+
+
+def _bridge_version() -> str:
+    try:
+        return version("eos-bridge")
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        return "unknown"
 
 
 class Metrics:
@@ -11,10 +31,24 @@ class Metrics:
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         self.registry = registry or CollectorRegistry()
         r = self.registry
-        self.records_in = Counter("eos_bridge_records_in", "Input records consumed", registry=r)
-        self.records_out = Counter("eos_bridge_records_out", "Output records produced", registry=r)
+        # process_start_time_seconds & co.: the restart alert counts changes of the start time.
+        ProcessCollector(registry=r)
+        build = Gauge(
+            "eos_bridge_build_info",
+            "Always 1; the labels name the bridge, confluent-kafka and librdkafka versions",
+            ["version", "confluent_kafka", "librdkafka"],
+            registry=r,
+        )
+        versions = (confluent_kafka.version()[0], confluent_kafka.libversion()[0])
+        build.labels(_bridge_version(), *versions).set(1)
+        self.records_in = Counter("eos_bridge_input_records", "Input records consumed", registry=r)
+        self.records_out = Counter(
+            "eos_bridge_output_records", "Output records produced", registry=r
+        )
         self.dead_lettered = Counter(
-            "eos_bridge_records_dead_lettered", "Records sent to the dead-letter topic", registry=r
+            "eos_bridge_produced_dead_letter_records",
+            "Records sent to the dead-letter topic, aborted transactions included",
+            registry=r,
         )
         self.dead_letters = Counter(
             "eos_bridge_dead_letter_records",
@@ -29,6 +63,12 @@ class Metrics:
             registry=r,
         )
         self.checkpoints = Counter("eos_bridge_checkpoints", "Committed checkpoints", registry=r)
+        self.last_checkpoint = Gauge(
+            "eos_bridge_last_checkpoint_timestamp_seconds",
+            "Unix time of the last committed checkpoint (the process start before the first)",
+            registry=r,
+        )
+        self.last_checkpoint.set(time.time())
         self.aborts = Counter(
             "eos_bridge_transaction_aborts",
             "Aborted transactions by reason",
@@ -39,7 +79,7 @@ class Metrics:
             "eos_bridge_rebalances", "Rebalance events by kind", ["kind"], registry=r
         )
         self.commit_seconds = Histogram(
-            "eos_bridge_commit_seconds",
+            "eos_bridge_checkpoint_duration_seconds",
             "Checkpoint duration (flush + offsets + commit + state)",
             buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
             registry=r,
@@ -51,12 +91,14 @@ class Metrics:
             registry=r,
         )
         self.lag = Gauge(
-            "eos_bridge_consumer_lag", "Records behind the high watermark", ["topic", "partition"],
+            "eos_bridge_consumer_lag_records",
+            "Records behind the high watermark (last stable offset), per assigned partition",
+            ["topic", "partition"],
             registry=r,
-        )  # fmt: skip
+        )
         self.ready = Gauge("eos_bridge_ready", "1 when assigned, recovered and running", registry=r)
         self.recovery_remaining = Gauge(
-            "eos_bridge_recovery_remaining",
+            "eos_bridge_recovery_remaining_records",
             "Changelog records left to restore",
             ["topic", "partition"],
             registry=r,
@@ -64,5 +106,48 @@ class Metrics:
 
     def checkpoint_committed(self, seconds: float, records: int) -> None:
         self.checkpoints.inc()
+        self.last_checkpoint.set(time.time())
         self.commit_seconds.observe(seconds)
         self.checkpoint_records.observe(records)
+
+    def forget_partitions(self, partitions: Iterable[tuple[str, int]]) -> None:
+        """Drop the lag series of partitions this instance no longer owns, so a sum over every
+        instance counts each partition once."""
+        for topic, partition in partitions:
+            # KeyError: never reported (revoked before its first update)
+            with contextlib.suppress(KeyError):
+                self.lag.remove(topic, str(partition))
+
+
+class LagReport:
+    """Updates the consumer-lag gauge from the consumer's positions and the high watermarks
+    librdkafka cached from its last fetches: no broker round trip, no per-record cost.
+
+    Args:
+        every: seconds between updates when :meth:`maybe_update` is called every batch.
+    """
+
+    def __init__(self, consumer: Any, metrics: Metrics, every: float = 5.0) -> None:
+        self._consumer = consumer
+        self._metrics = metrics
+        self._every = every
+        self._next = 0.0
+
+    def maybe_update(self) -> None:
+        if time.monotonic() >= self._next:
+            self.update()
+
+    def update(self) -> None:
+        """One update now, for every assigned partition whose position and watermark are known."""
+        self._next = time.monotonic() + self._every
+        assignment = self._consumer.assignment()
+        if not assignment:
+            return
+        for tp in self._consumer.position(assignment):
+            if tp.offset < 0:
+                continue  # nothing consumed yet: no position to measure from
+            _low, high = self._consumer.get_watermark_offsets(
+                TopicPartition(tp.topic, tp.partition), cached=True
+            )
+            if high >= 0:
+                self._metrics.lag.labels(tp.topic, str(tp.partition)).set(max(0, high - tp.offset))

@@ -115,6 +115,7 @@ class Rebalancer:
             self._metrics.aborts.labels("producer_recreated").inc()
             self._txn.recreate(str(exc), rewind=False)
         self._state.revoke(keys)
+        self._metrics.forget_partitions(keys)
         self._health.set_ready(False, "rebalancing")
         self._metrics.ready.set(0)
 
@@ -125,6 +126,7 @@ class Rebalancer:
         self._metrics.aborts.labels("partitions_lost").inc()
         self._txn.abort(f"partitions lost: {keys}", rewind=False)
         self._state.lost(keys)
+        self._metrics.forget_partitions(keys)
         self._health.set_ready(False, "partitions lost, rejoining")
         self._metrics.ready.set(0)
 

@@ -26,6 +26,7 @@ from app.kafka.admin import require_topics
 from app.kafka.catalog import TopicCatalog
 from app.kafka.defaults import consumer_config, producer_config
 from app.kafka.errors import describe
+from app.logs import librdkafka_logging
 from app.loop import Bridge
 from app.metrics import Metrics
 from app.output import Output
@@ -59,7 +60,11 @@ def preflight(settings: BridgeSettings) -> tuple[set[str], int | None]:
         every topic name there is, and the smallest ``max.message.bytes`` of the topics the
         bridge writes (None when unknown).
     """
-    conf = {"bootstrap.servers": settings.bootstrap_servers, **settings.client_common()}
+    conf = {
+        "bootstrap.servers": settings.bootstrap_servers,
+        **settings.client_common(),
+        **librdkafka_logging(),
+    }
     admin, existing = connect(conf, settings.startup_timeout)
     wanted = wanted_topics(settings)
     read = [w for w in wanted if w[0] == "input_topics"]
@@ -109,7 +114,7 @@ def build(settings: BridgeSettings, metrics: Metrics, health: Health, watchdog: 
     """Construct every collaborator; nothing is consumed until :meth:`Bridge.run`."""
     pipeline = build_pipeline(settings)
     topics, batch_limit = preflight(settings)
-    common = settings.client_common()
+    common = {**settings.client_common(), **librdkafka_logging()}
     consumer = Consumer(
         consumer_config(
             settings.bootstrap_servers, settings.group_id,

@@ -14,6 +14,7 @@ from confluent_kafka.admin import AdminClient
 from app.config import BridgeSettings
 from app.errors import ConfigError
 from app.kafka.errors import consumer_retriable, settling
+from app.logs import librdkafka_logging
 from app.state.backend import NoState, StateBackend
 from app.state.errors import changelog_errors
 from app.state.locking import StateDirLock
@@ -73,7 +74,11 @@ def make_backend(settings: BridgeSettings, pipeline: StepList) -> StateBackend:
     stores = pipeline_stores(pipeline)
     if not stores:
         return NoState()
-    common = {"bootstrap.servers": settings.bootstrap_servers, **settings.client_common()}
+    common = {
+        "bootstrap.servers": settings.bootstrap_servers,
+        **settings.client_common(),
+        **librdkafka_logging(),
+    }
     admin = AdminClient(common)
     changelogs, specs = {}, []
     for topic in settings.input_topics:

@@ -41,13 +41,13 @@ def test_metrics_health_and_json_logs(kafka: KafkaFixture, bridges: MakeBridge) 
     wait_until(lambda: http_get(port, "/readyz")[0] == 200, 30, "/readyz")
     status, text = http_get(port, "/metrics")
     assert status == 200
-    assert metric(text, "eos_bridge_records_in_total") == 5001
-    assert metric(text, "eos_bridge_records_out_total") == 5000
-    assert metric(text, "eos_bridge_records_dead_lettered_total") == 1
+    assert metric(text, "eos_bridge_input_records_total") == 5001
+    assert metric(text, "eos_bridge_output_records_total") == 5000
+    assert metric(text, "eos_bridge_produced_dead_letter_records_total") == 1
     assert metric(text, "eos_bridge_checkpoints_total") >= 1
-    assert metric(text, "eos_bridge_commit_seconds_count") >= 1
-    assert "eos_bridge_consumer_lag{" in text
-    assert metric(text, "eos_bridge_consumer_lag") == 0
+    assert metric(text, "eos_bridge_checkpoint_duration_seconds_count") >= 1
+    assert "eos_bridge_consumer_lag_records{" in text
+    assert metric(text, "eos_bridge_consumer_lag_records") == 0
     assert metric(text, "eos_bridge_rebalances_total") >= 1
     assert http_get(port, "/nope")[0] == 404
     assert bridge.terminate() == 0

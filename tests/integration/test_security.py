@@ -92,7 +92,7 @@ def test_bridge_moves_records_exactly_once_over_a_secure_listener(
     bridge = bridges(**{**settings, **client}).start()
     wait_caught_up(admin, settings["group_id"], src, 180, [bridge])
     metrics = http_get(port, "/metrics")[1]
-    assert "eos_bridge_records_in_total" in metrics
+    assert "eos_bridge_input_records_total" in metrics
     assert bridge.terminate() == 0, bridge.logs()[-3000:]
 
     ids = Counter(orjson.loads(r.value)["id"] for r in admin.read_all(out))

@@ -228,7 +228,7 @@ def test_dedupe_at_least_once_upstream(kafka: KafkaFixture, tmp_path: Path, brid
 def _records_in(port: int) -> float:
     status, text = http_get(port, "/metrics")
     assert status == 200, f"/metrics on port {port} answered {status}"
-    return metric(text, "eos_bridge_records_in_total")
+    return metric(text, "eos_bridge_input_records_total")
 
 
 @pytest.mark.chaos
