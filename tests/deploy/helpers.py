@@ -7,6 +7,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[2]
 CHART = REPO / "deploy" / "helm" / "eos-bridge"
 RELEASE = "demo"
@@ -37,3 +39,14 @@ def one(resources: list[Manifest], kind: str, name: str | None = None) -> Manife
     ]
     assert len(found) == 1, f"expected one {kind} {name or ''}, found {len(found)}"
     return found[0]
+
+
+def tool_path(script: str) -> str:
+    """Path of a pinned tool that ``tools/<script> --path`` builds or installs once."""
+    result = subprocess.run(
+        [str(REPO / "tools" / script), "--path"],
+        capture_output=True, text=True, timeout=1800, check=False,
+    )  # fmt: skip
+    if result.returncode != 0:
+        pytest.fail(f"tools/{script} could not provide the tool:\n{result.stderr[-4000:]}")
+    return result.stdout.strip()

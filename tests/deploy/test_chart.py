@@ -34,7 +34,7 @@ SERVICEMONITOR = CHART / "ci" / "servicemonitor-values.yaml"
 # bundled 1.37, and 1.34, the oldest minor release still in upstream support.
 KUBE_VERSIONS = ["1.34.0", "1.36.0", "1.37.0"]
 # Custom resources have no bundled schema; kubernetes-validate warns and skips them.
-CRD_KINDS = {"ServiceMonitor", "SparkApplication"}
+CRD_KINDS = {"ServiceMonitor", "SparkApplication", "PrometheusRule"}
 
 STATE_DIR = "/var/lib/eos-bridge/state"
 
@@ -47,6 +47,7 @@ def test_every_ci_values_set_is_covered() -> None:
     assert {ci_id(p) for p in CI_VALUES} == {
         "default",
         "mtls",
+        "observability",
         "persistence-off",
         "spark",
         "sasl",

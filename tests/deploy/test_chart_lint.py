@@ -7,27 +7,16 @@ project's environment), both cached under ~/.cache/eos-bridge.
 
 from __future__ import annotations
 
-import subprocess
 from collections.abc import Callable
 
 import pytest
 
-from .helpers import CHART, REPO
+from .helpers import CHART, tool_path
 from .lint import Allowed, Finding, checkov, kube_score, load_allowlist
 
 pytestmark = pytest.mark.chart
 
 CI_VALUES = sorted((CHART / "ci").glob("*-values.yaml"))
-
-
-def tool_path(script: str) -> str:
-    result = subprocess.run(
-        [str(REPO / "tools" / script), "--path"],
-        capture_output=True, text=True, timeout=1800, check=False,
-    )  # fmt: skip
-    if result.returncode != 0:
-        pytest.fail(f"tools/{script} could not provide the tool:\n{result.stderr[-4000:]}")
-    return result.stdout.strip()
 
 
 @pytest.fixture(scope="module")
