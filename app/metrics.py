@@ -39,7 +39,7 @@ class Metrics:
             ["version", "confluent_kafka", "librdkafka"],
             registry=r,
         )
-        versions = (confluent_kafka.version()[0], confluent_kafka.libversion()[0])
+        versions = (str(confluent_kafka.__version__), confluent_kafka.libversion()[0])
         build.labels(_bridge_version(), *versions).set(1)
         self.records_in = Counter("eos_bridge_input_records", "Input records consumed", registry=r)
         self.records_out = Counter(

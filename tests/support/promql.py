@@ -43,11 +43,13 @@ def metric_names(expr: str) -> set[str]:
 def exported_names(exposition: str) -> set[str]:
     """Sample names a ``/metrics`` text offers: the samples present, plus those every declared
     family has (a labelled counter with no child yet has a ``# TYPE`` line but no sample)."""
-    suffixes = {"counter": ["_total"], "histogram": ["_bucket", "_sum", "_count"]}
+    suffixes = {"histogram": ["_bucket", "_sum", "_count"]}
     names = set()
     for line in exposition.splitlines():
         if line.startswith("# TYPE "):
             _, _, family, kind = line.split(maxsplit=3)
+            if kind == "counter":  # declared as x_total in the text format, x in OpenMetrics
+                family = family.removesuffix("_total") + "_total"
             names.update(family + s for s in suffixes.get(kind, [""]))
         elif line and not line.startswith("#"):
             names.add(re.split(r"[{ ]", line, maxsplit=1)[0])

@@ -39,7 +39,7 @@ def lag(metrics: Metrics, topic: str, partition: int) -> float | None:
 def test_build_info_names_the_client_versions() -> None:
     labels = {
         "version": "unknown",
-        "confluent_kafka": confluent_kafka.version()[0],
+        "confluent_kafka": confluent_kafka.__version__,
         "librdkafka": confluent_kafka.libversion()[0],
     }
     samples = Metrics().registry.get_sample_value

@@ -20,8 +20,8 @@ def test_a_bare_selector_is_a_name() -> None:
 
 def test_exported_names_include_declared_families_without_samples() -> None:
     text = (
-        "# HELP x_total c\n# TYPE x counter\n"
+        "# HELP x_total c\n# TYPE x_total counter\n# TYPE y counter\n"
         '# TYPE h histogram\nh_bucket{le="1"} 0\n'
         '# TYPE g gauge\ng{a="b"} 1\n'
     )
-    assert exported_names(text) == {"x_total", "h_bucket", "h_sum", "h_count", "g"}
+    assert exported_names(text) == {"x_total", "y_total", "h_bucket", "h_sum", "h_count", "g"}
