@@ -19,9 +19,10 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.support.promql import dashboard_exprs
+from tests.support.promql import dashboard_exprs, keda_queries, yaml_blocks
 
-from .helpers import CHART, Manifest, one, tool_path
+from .helpers import CHART, REPO, Manifest, one, run_helm, tool_path
+from .test_chart import bridge_container, env_of
 
 pytestmark = pytest.mark.chart
 
@@ -132,3 +133,23 @@ def test_dashboard_configmap_carries_the_sidecar_label_and_valid_json(
         len(p["targets"]) for p in graphs
     )
     one(resources, "PrometheusRule", "demo-eos-bridge")
+
+
+def test_keda_example_scales_the_charts_statefulset_on_its_lag_metric(helm: str) -> None:
+    """docs/operations.md's ScaledObject names what the chart renders for release orders."""
+    doc = REPO / "docs" / "operations.md"
+    rendered = run_helm(
+        helm, ["template", "orders", str(CHART), "--namespace", "streaming", "--values",
+               str(DEFAULT)],
+    )  # fmt: skip
+    resources = [r for r in yaml.safe_load_all(rendered) if r]
+    statefulset = one(resources, "StatefulSet")
+    scaled = next(b for b in yaml_blocks(doc) if b.get("kind") == "ScaledObject")
+    target = scaled["spec"]["scaleTargetRef"]
+    assert (target["kind"], target["name"]) == ("StatefulSet", statefulset["metadata"]["name"])
+    service = one(resources, "Service", "orders-eos-bridge-metrics")
+    (query,) = keda_queries(doc)
+    assert f'job="{service["metadata"]["name"]}"' in query and 'namespace="streaming"' in query
+    kafka_trigger = next(b for b in yaml_blocks(doc) if "spec" not in b and "triggers" in b)
+    group = kafka_trigger["triggers"][0]["metadata"]["consumerGroup"]
+    assert env_of(bridge_container(resources))["BRIDGE_GROUP_ID"]["value"] == group

@@ -9,7 +9,7 @@ import json
 import pytest
 
 from app.devkafka.cluster import free_port
-from tests.deploy.helpers import CHART, NAMESPACE, RELEASE, run_helm, tool_path
+from tests.deploy.helpers import CHART, NAMESPACE, RELEASE, REPO, run_helm, tool_path
 from tests.integration.conftest import MakeBridge
 from tests.support.bridge import (
     BridgeProcess,
@@ -20,7 +20,13 @@ from tests.support.bridge import (
     wait_caught_up,
 )
 from tests.support.kafka import KafkaFixture, wait_until
-from tests.support.promql import dashboard_exprs, exported_names, metric_names, rule_exprs
+from tests.support.promql import (
+    dashboard_exprs,
+    exported_names,
+    keda_queries,
+    metric_names,
+    rule_exprs,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -28,13 +34,15 @@ LAG = "eos_bridge_consumer_lag_records"
 
 
 def chart_metric_names() -> set[str]:
-    """Every metric name the dashboard's panels and the rendered alert rules query."""
+    """Every metric name the dashboard's panels, the rendered alert rules and the KEDA
+    example of docs/operations.md query."""
     rendered = run_helm(
         tool_path("helm.sh"),
         ["template", RELEASE, str(CHART), "--namespace", NAMESPACE,
          "--values", str(CHART / "ci" / "observability-values.yaml")],
     )  # fmt: skip
     exprs = dashboard_exprs(CHART / "files" / "dashboard.json") + rule_exprs(rendered)
+    exprs += keda_queries(REPO / "docs" / "operations.md")
     assert len(exprs) > 20, "the dashboard or the rules lost their queries"
     return {name for expr in exprs for name in metric_names(expr)}
 

@@ -78,3 +78,21 @@ def rule_exprs(rendered: str) -> list[str]:
         for group in doc["spec"]["groups"]
         for rule in group["rules"]
     ]
+
+
+def yaml_blocks(markdown: Path) -> list[Any]:
+    """Every ```yaml block of a Markdown file, parsed."""
+    text = markdown.read_text()
+    return [yaml.safe_load(b) for b in re.findall(r"^```yaml\n(.*?)^```", text, re.M | re.S)]
+
+
+def keda_queries(markdown: Path) -> list[str]:
+    """The query of every Prometheus trigger of the KEDA examples in a Markdown file."""
+    return [
+        trigger["metadata"]["query"]
+        for block in yaml_blocks(markdown)
+        for trigger in (block.get("spec", block) if isinstance(block, dict) else {}).get(
+            "triggers", []
+        )
+        if trigger["type"] == "prometheus"
+    ]

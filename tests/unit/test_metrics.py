@@ -5,8 +5,10 @@ from __future__ import annotations
 import io
 import json
 import logging
+import re
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import confluent_kafka
 import pytest
@@ -115,3 +117,15 @@ def test_librdkafka_lines_arrive_as_json_log_lines(librdkafka_lines: io.StringIO
     entry = json.loads(line)
     assert entry["logger"] == "librdkafka" and entry["level"] == "ERROR"
     assert "127.0.0.1:1" in entry["message"]
+
+
+def test_readme_lists_every_metric_the_bridge_exports() -> None:
+    """README "Operations" is the metric reference chart users upgrade by: it must match."""
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    listed = set(re.findall(r"^  \| `(eos_bridge_\w+)` \|", readme, re.M))
+    exported = {
+        family.name + ("_total" if family.type == "counter" else "")
+        for family in Metrics().registry.collect()
+        if family.name.startswith("eos_bridge_")
+    }
+    assert listed == exported
