@@ -68,11 +68,11 @@ def test_alert_rules_pass_promtool(
 def test_a_changed_threshold_fails_the_rule_tests(
     promtool: str, manifests: Callable[..., list[Manifest]], tmp_path: Path
 ) -> None:
-    """The rule tests can fail: at a 10 % threshold the 5 % dead-letter case stays silent."""
-    spec = rule_groups(manifests, sets=["prometheusRule.deadLetterRatio.threshold=0.1"])
+    """The rule tests can fail: above 100,000 records the growing 8,000-record lag is silent."""
+    spec = rule_groups(manifests, sets=["prometheusRule.lagGrowing.minRecords=100000"])
     result = run_promtool(promtool, tmp_path, spec)
     assert result.returncode != 0
-    assert "EosBridgeDeadLetterRatioHigh" in result.stdout + result.stderr
+    assert "EosBridgeConsumerLagGrowing" in result.stdout + result.stderr
 
 
 def test_every_alert_is_tested_firing_and_silent(manifests: Callable[..., list[Manifest]]) -> None:
