@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The one builder of pinned Go tools (helm, kube-score, Toxiproxy): sourced by their wrappers.
+# The one builder of pinned Go tools (helm, kube-score, Toxiproxy, promtool): sourced by their wrappers.
 #
 #   source "$(dirname "${BASH_SOURCE[0]}")/go-binary.sh"
 #   go_binary_run NAME VERSION PACKAGE LDFLAGS_FUNCTION "$@"
@@ -9,7 +9,8 @@
 # ${EOS_BRIDGE_HOME:-~/.cache/eos-bridge}/bin/NAME-VERSION; later runs find it there and never
 # call go. LDFLAGS_FUNCTION (a shell function of the wrapper) prints the -ldflags; it runs only
 # when building, so it may ask go for the tool's go.mod. Then `--path` as the only argument
-# prints the binary's path; anything else runs the binary with those arguments.
+# prints the binary's path; anything else runs the binary with those arguments. A wrapper may
+# set GO_BINARY_TAGS (a shell variable) to build with those Go build tags.
 
 go_binary_run() {
   local name="$1" version="$2" package="$3" ldflags_function="$4"
@@ -31,7 +32,8 @@ go_binary_run() {
     local ldflags
     ldflags="$("$ldflags_function")"
     GOBIN="$staging" GOFLAGS="-mod=mod" CGO_ENABLED=0 \
-      go install -trimpath -ldflags "$ldflags" "$package@$version"
+      go install -trimpath ${GO_BINARY_TAGS:+-tags "$GO_BINARY_TAGS"} -ldflags "$ldflags" \
+      "$package@$version"
     mv "$staging/$(basename "$package")" "$bin"
   fi
   if [[ "${1:-}" == "--path" ]]; then

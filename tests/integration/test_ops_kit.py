@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from app.devkafka.cluster import free_port
+from devkit.kafka.cluster import free_port
 from tests.deploy.helpers import CHART, NAMESPACE, RELEASE, REPO, run_helm, tool_path
 from tests.integration.conftest import MakeBridge
 from tests.support.bridge import (

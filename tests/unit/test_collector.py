@@ -124,14 +124,14 @@ def test_sent_records_are_counted_once_per_batch_and_not_when_aborted() -> None:
 
     collector.send("out", b"1", None, None)
     collector.send("out", b"2", None, None)
-    assert sample("eos_bridge_records_out_total") == 0  # not per record
+    assert sample("eos_bridge_output_records_total") == 0  # not per record
     collector.end_batch()
     collector.send_encoded("out", [(b"3", None, None)])
     collector.send_dead_letter("dlq", b"4", None, [])
     collector.send_run("cl", 0, {b"k": b"5"}, [], lambda *_: None)  # not an output record
-    assert sample("eos_bridge_records_out_total") == 3
-    assert sample("eos_bridge_records_dead_lettered_total") == 1
+    assert sample("eos_bridge_output_records_total") == 3
+    assert sample("eos_bridge_produced_dead_letter_records_total") == 1
     collector.send("out", b"6", None, None)
     collector.reset()  # aborted before its batch ended
     collector.end_batch()
-    assert sample("eos_bridge_records_out_total") == 3
+    assert sample("eos_bridge_output_records_total") == 3
