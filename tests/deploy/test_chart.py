@@ -320,7 +320,7 @@ def test_pods_are_hardened(manifests: Callable[..., list[Manifest]]) -> None:
     assert "emptyDir" in volumes[mounts["/tmp"]]  # the only writable path besides the state
     assert pod["automountServiceAccountToken"] is False
     assert pod["enableServiceLinks"] is False
-    assert pod["terminationGracePeriodSeconds"] >= 60
+    assert pod["terminationGracePeriodSeconds"] >= 40  # shutdownTimeout 30 s + 10 s
     assert container["resources"]["requests"] and container["resources"]["limits"]["memory"]
 
 

@@ -103,20 +103,18 @@ the same name in two namespaces on one Kafka cluster neither share a group nor f
 
 {{/*
 Worst-case time from SIGTERM to exit, in whole seconds (see docs/deploy.md, "Shutdown"): the
-final flush (transaction.timeout.ms / 2), the retries of the final commit (shutdownTimeout), one
-client call started just before that deadline (librdkafka's 30 s call timeout), and 15 s for the
-batch in flight, leaving the group and closing the stores.
+bridge's watchdog ends the process within shutdownTimeout of the signal whatever it is doing,
+plus 10 s for the watchdog's tick and the process teardown.
 */}}
 {{- define "eos-bridge.shutdownBound" -}}
-{{- $flush := divf .Values.bridge.transactionTimeoutMs 2000.0 }}
-{{- addf $flush .Values.bridge.shutdownTimeout 45 | ceil | int64 }}
+{{- addf .Values.bridge.shutdownTimeout 10 | ceil | int64 }}
 {{- end }}
 
 {{- define "eos-bridge.terminationGracePeriodSeconds" -}}
 {{- $bound := include "eos-bridge.shutdownBound" . | int64 }}
 {{- if .Values.terminationGracePeriodSeconds }}
 {{- if lt (int64 .Values.terminationGracePeriodSeconds) $bound }}
-{{- fail (printf "terminationGracePeriodSeconds (%v) is shorter than the bridge's worst-case shutdown (%d s from bridge.transactionTimeoutMs and bridge.shutdownTimeout): Kubernetes would SIGKILL a final checkpoint. Leave it empty to derive it, or lower bridge.shutdownTimeout" .Values.terminationGracePeriodSeconds $bound) }}
+{{- fail (printf "terminationGracePeriodSeconds (%v) is shorter than the bridge's worst-case shutdown (%d s: bridge.shutdownTimeout + 10 s): Kubernetes would SIGKILL a final checkpoint. Leave it empty to derive it, or lower bridge.shutdownTimeout" .Values.terminationGracePeriodSeconds $bound) }}
 {{- end }}
 {{- .Values.terminationGracePeriodSeconds | int64 }}
 {{- else }}
