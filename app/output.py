@@ -199,11 +199,17 @@ class Output:
         records near either size limit take the general path, which dead-letters them."""
         return min(self._max_bytes, self._client_max_bytes) // 2
 
-    def send_encoded(self, records: list[tuple[bytes, Any, Any]]) -> None:
+    @property
+    def topic_exists(self) -> Callable[[str], bool]:
+        """Whether a routed-to topic exists (from the catalog's memory), for the fused path."""
+        return self._topic_exists
+
+    def send_encoded(self, records: list[tuple[bytes, Any, Any, str | None]]) -> None:
         """Produce records already encoded by :func:`app.pipeline.steps.fuse` (value, key,
-        headers; sizes checked there) to the default topic."""
-        produce, topic = self._producer.produce, self._default_topic
-        for payload, key, headers in records:
+        headers, routed topic; sizes and routes checked there); no route: the default topic."""
+        produce, default = self._producer.produce, self._default_topic
+        for payload, key, headers, routed in records:
+            topic = routed or default
             try:
                 if headers is None:
                     produce(topic, payload, key)
