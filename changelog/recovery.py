@@ -13,6 +13,7 @@ consumer ever receives.
 
 from __future__ import annotations
 
+import gc
 import logging
 import time
 from collections import deque
@@ -142,10 +143,15 @@ class RestoreTask:
         others: list[ChangelogRecord] = []  # other column families (Quix's TTL system CF)
         keys = list(map(_KEY, messages))
         values = list(map(_VALUE, messages))
+        headers = list(map(_HEADERS, messages))
+        if headers.count(headers[0]) == len(headers):  # most batches: within one checkpoint
+            runs: Any = ((headers[0], headers),)
+        else:
+            runs = groupby(headers)
         start = 0
-        for headers, same in groupby(map(_HEADERS, messages)):
+        for common, same in runs:
             end = start + len(list(same))
-            self._restore_run(batch, others, headers, messages, keys, values, start, end, on_error)
+            self._restore_run(batch, others, common, messages, keys, values, start, end, on_error)
             start = end
         last = messages[-1]
         if last.error() is not None:  # rare: find the last real record for the offset
@@ -313,6 +319,19 @@ class Restorer:
         Raises:
             RecoveryError: the changelog cannot be read or holds records we cannot apply.
         """
+        # Restore allocates millions of short-lived, acyclic objects (messages, header tuples):
+        # the cyclic GC would run every few hundred batches for nothing (~15% of restore CPU).
+        collecting = gc.isenabled()
+        gc.disable()
+        try:
+            finished = self._run_until(deadline)
+        finally:
+            if collecting:
+                gc.enable()
+        self._close_if_idle()
+        return finished
+
+    def _run_until(self, deadline: float) -> list[RestoreTask]:
         finished: list[RestoreTask] = []
         checked = time.monotonic()
         while self._tasks:
@@ -329,7 +348,6 @@ class Restorer:
                 finished += self._collect_finished()
                 checked = now
             self._maybe_log()
-        self._close_if_idle()
         return finished
 
     def progress(self) -> list[RestoreProgress]:
