@@ -98,10 +98,12 @@ class RecordCollector:
         self.send(topic, value, key, headers)
         self._producer.flush(30)
 
-    def send_encoded(self, topic: str, records: list[tuple[bytes, Any, Any]]) -> None:
-        """Output records encoded by the fused path (value, key, headers; sizes checked)."""
+    def send_encoded(self, default: str, records: list[tuple[bytes, Any, Any, str | None]]) -> None:
+        """Output records encoded by the fused path (value, key, headers, routed topic or None
+        for ``default``; sizes and routes checked)."""
         produce = self._producer.produce
-        for payload, key, headers in records:
+        for payload, key, headers, routed in records:
+            topic = routed or default
             try:
                 if headers is None:
                     produce(topic, payload, key)

@@ -95,7 +95,9 @@ class Bridge:
         self.stopping = False
         # Pipelines of filters and dict maps run fused (one pass, no Row objects); a batch
         # with anything unusual falls back to the steps (see app.pipeline.steps.fuse).
-        self._fused = fuse(pipeline.steps, decode_json, output.fast_path_max_bytes)
+        self._fused = fuse(
+            pipeline.steps, decode_json, output.fast_path_max_bytes, output.topic_exists
+        )
 
     # ---- the loop and its error ladder -----------------------------------------------------
 

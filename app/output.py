@@ -166,9 +166,14 @@ class Output:
         records near either size limit take the general path, which dead-letters them."""
         return min(self._max_bytes, self._client_max_bytes) // 2
 
-    def send_encoded(self, records: list[tuple[bytes, Any, Any]]) -> None:
+    @property
+    def topic_exists(self) -> Callable[[str], bool]:
+        """Whether a routed-to topic exists (from the catalog's memory), for the fused path."""
+        return self._topic_exists
+
+    def send_encoded(self, records: list[tuple[bytes, Any, Any, str | None]]) -> None:
         """Produce records already encoded by :func:`app.pipeline.steps.fuse` (value, key,
-        headers; sizes checked there) to the default topic."""
+        headers, routed topic; sizes and routes checked there); no route: the default topic."""
         self.collector.send_encoded(self._default_topic, records)
 
     def dead_letter(self, failure: Failure) -> None:

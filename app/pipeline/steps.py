@@ -134,7 +134,12 @@ class Apply:
 # ---- the fused fast path -----------------------------------------------------------------------
 
 
-def fuse(steps: list[Step], decode_json: bool, max_bytes: int) -> FusedBatch | None:
+def fuse(
+    steps: list[Step],
+    decode_json: bool,
+    max_bytes: int,
+    topic_exists: Callable[[str], bool] | None = None,
+) -> FusedBatch | None:
     """One pass over a batch of consumer messages for a pipeline of filters and dict maps.
 
     The pass decodes, filters, maps and encodes each message without building :class:`Row`
@@ -149,14 +154,14 @@ def fuse(steps: list[Step], decode_json: bool, max_bytes: int) -> FusedBatch | N
     produced by then.
 
     Returns None (no fast path) when a step is stateful, keys, routes, or input is not JSON.
-    A pipeline of stateless spec steps is compiled into one function instead (keying
-    included): :func:`app.pipeline.fusion.fuse_spec`.
+    A pipeline of stateless spec steps is compiled into one function instead (keying and,
+    given ``topic_exists``, routing included): :func:`app.pipeline.fusion.fuse_spec`.
     """
     if not decode_json:
         return None
     parts = [getattr(step, "spec_part", None) for step in steps]
     if parts and all(parts):
-        return fuse_spec(parts, max_bytes)  # type: ignore[arg-type]
+        return fuse_spec(parts, max_bytes, topic_exists)  # type: ignore[arg-type]
     stages: list[tuple[bool, Callable[[Any], Any]]] = []
     for step in steps:
         # Exact types: the spec's row-level subclasses call their functions with the Row.
@@ -195,7 +200,7 @@ def fuse(steps: list[Step], decode_json: bool, max_bytes: int) -> FusedBatch | N
                         size += header_bytes(headers)
                     if size > max_bytes:
                         return None
-                    append((payload, key, headers))
+                    append((payload, key, headers, None))
         except Exception:  # user code may raise anything: the general path isolates it
             return None
         return out

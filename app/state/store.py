@@ -18,7 +18,15 @@ import struct
 from pathlib import Path
 from typing import Any
 
-from rocksdict import BlockBasedOptions, Cache, Options, Rdict, WriteBatch, WriteBufferManager
+from rocksdict import (
+    BlockBasedOptions,
+    Cache,
+    Options,
+    Rdict,
+    WriteBatch,
+    WriteBufferManager,
+    WriteOptions,
+)
 
 from app.errors import StateCorrupted
 
@@ -27,11 +35,15 @@ log = logging.getLogger(__name__)
 METADATA_CF = "__metadata__"
 CHANGELOG_OFFSET_KEY = b"__changelog_offset__"
 _OFFSET = struct.Struct(">q")
+DEFAULT_CF_NAME = b"default"
 
 # Shared by every database of the process: memory stays bounded however many partitions open.
 _BLOCK_CACHE_BYTES = 64 * 1024 * 1024
 _MEMTABLES_BYTES = 128 * 1024 * 1024
 _shared: dict[str, Any] = {}
+# Restore writes skip the write-ahead log (see StorePartition.apply_changelog for why it is safe).
+_NO_WAL = WriteOptions()
+_NO_WAL.disable_wal = True  # type: ignore[method-assign,assignment]  # a property at run time
 
 
 def _options() -> Options:
@@ -50,6 +62,9 @@ def _options() -> Options:
     table.set_block_cache(_shared["cache"])
     opts.set_block_based_table_factory(table)
     opts.set_max_background_jobs(2)
+    # Every flush cuts all column families at one point: data and changelog offset stay
+    # consistent on disk even for writes that skipped the WAL (restore).
+    opts.set_atomic_flush(True)
     return opts
 
 
@@ -137,14 +152,39 @@ class StorePartition:
         self, batch: Any, others: list[tuple[bytes, bytes, bytes | None]], last_offset: int
     ) -> None:
         """Recovery: restored records of other column families (column family, key, value)
-        join ``batch`` with the changelog offset; one atomic write."""
+        join ``batch`` with the changelog offset; one atomic write, without the WAL.
+
+        Why a crash cannot leave the offset ahead of the data: the batch carries both, and
+        with no WAL only flushed memtables survive a crash; ``atomic_flush`` makes every
+        flush cut all column families after the same batch, so what survives is always a
+        prefix of the restore batches. :meth:`finish_restore` makes it all durable before any
+        WAL-logged checkpoint write can follow.
+        """
         for cf, key, value in others:
             if value is None:
                 batch.delete(key, self._family(cf))
             else:
                 batch.put(key, value, self._family(cf))
         batch.put(CHANGELOG_OFFSET_KEY, _OFFSET.pack(last_offset), self._meta)
-        self._write(batch)
+        self._write(batch, _NO_WAL)
+
+    def finish_restore(self) -> None:
+        """Recovery done: flush what the restore wrote without the WAL, before the partition
+        opens for processing (whose checkpoint writes go through the WAL).
+
+        The data column families are flushed before ``__metadata__``, each waited for: a crash
+        in between leaves data ahead of the stored offset (replayed again, idempotently), never
+        an offset ahead of its data.
+        """
+        try:
+            self._db.flush(True)
+            for handle_cf in [cf for cf in self._cfs if cf != DEFAULT_CF_NAME]:
+                self._db.get_column_family(handle_cf.decode()).flush(True)
+            self._meta_view.flush(True)
+        except Exception as exc:  # rocksdict raises plain Exception for I/O errors
+            raise StateCorrupted(
+                f"{self.where}: RocksDB flush after restore failed at {self.path}: {exc}"
+            ) from exc
 
     def _family(self, cf: bytes) -> Any:
         handle = self._cfs.get(cf)
@@ -155,9 +195,9 @@ class StorePartition:
             handle = self._cfs[cf] = self._db.get_column_family_handle(name)
         return handle
 
-    def _write(self, batch: Any) -> None:
+    def _write(self, batch: Any, options: WriteOptions | None = None) -> None:
         try:
-            self._db.write(batch)
+            self._db.write(batch, options)
         except Exception as exc:
             raise StateCorrupted(
                 f"{self.where}: RocksDB write failed at {self.path}: {exc}"

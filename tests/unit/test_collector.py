@@ -66,7 +66,7 @@ def test_every_kind_of_record_waits_for_room_in_a_full_queue() -> None:
     collector = RecordCollector(producer)
     sends = [
         lambda: collector.send("out", b"1", b"k", None),
-        lambda: collector.send_encoded("out", [(b"2", b"k", None)]),
+        lambda: collector.send_encoded("out", [(b"2", b"k", None, None)]),
         lambda: collector.send_dead_letter("dlq", b"3", b"k", []),
         lambda: collector.send_run("cl", 0, {b"k": b"4"}, [], lambda *_: None),
     ]
@@ -126,7 +126,7 @@ def test_sent_records_are_counted_once_per_batch_and_not_when_aborted() -> None:
     collector.send("out", b"2", None, None)
     assert sample("eos_bridge_output_records_total") == 0  # not per record
     collector.end_batch()
-    collector.send_encoded("out", [(b"3", None, None)])
+    collector.send_encoded("out", [(b"3", None, None, "routed")])
     collector.send_dead_letter("dlq", b"4", None, [])
     collector.send_run("cl", 0, {b"k": b"5"}, [], lambda *_: None)  # not an output record
     assert sample("eos_bridge_output_records_total") == 3

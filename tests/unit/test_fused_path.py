@@ -73,7 +73,7 @@ def test_fused_output_equals_the_general_path() -> None:
     assert fused is not None
     encoded = fused(batch)
     assert encoded is not None
-    assert [(payload, key) for payload, key, _ in encoded] == general_path(pipeline, batch)
+    assert [(payload, key) for payload, key, *_ in encoded] == general_path(pipeline, batch)
 
 
 def test_anything_unusual_takes_the_general_path() -> None:

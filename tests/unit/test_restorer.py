@@ -81,6 +81,7 @@ class Sink:
         self.data: dict[tuple[bytes, bytes], bytes] = {}
         self.offsets: list[int] = []
         self.writes = 0
+        self.finished = False
 
     def changelog_batch(self) -> Any:
         sink = self
@@ -102,6 +103,9 @@ class Sink:
                 self.data[(cf, key)] = value
         self.offsets.append(last_offset)
         self.writes += 1
+
+    def finish_restore(self) -> None:
+        self.finished = True
 
 
 def rec(
@@ -131,6 +135,7 @@ def test_two_stores_with_the_same_partition_number_are_kept_apart() -> None:
     assert a.data == {(b"default", b"x"): b"3", (b"default", b"y"): b"1"}
     assert b.data == {(b"default", b"x"): b"2"}
     assert a.offsets == [1, 2] and b.offsets == [0]  # one write per run
+    assert a.finished and b.finished, "a finished task makes its writes durable"
     assert consumer.closed
 
 
@@ -150,6 +155,24 @@ def test_filter_tombstones_and_other_column_families() -> None:
     assert sink.data == {(b"default", b"b"): b"1", (b"__ttl_system__", b"t"): b"1"}
     assert (t.applied, t.skipped, t.position) == (4, 1, 6)
     assert sink.offsets == [4], "the offset advances over skipped records too"
+
+
+def test_each_run_of_one_checkpoint_is_filtered_on_its_own() -> None:
+    sink = Sink()
+    batch = [
+        rec("cl", 0, b"a", b"1", 5),
+        rec("cl", 1, b"b", b"1", 5),
+        rec("cl", 2, b"a", b"2", 20),
+        rec("cl", 3, b"b", b"2", 20),  # never committed
+        rec("cl", 4, b"c", b"1", 7),
+        rec("cl", 5, b"a", None, 7),
+    ]  # after an offset reset
+    t = task("cl", sink, 6, committed=10)
+    restorer = make_restorer(lambda: Consumer([batch], {("cl", 0): 6}))
+    restorer.add(t)
+    restorer.run(float("inf"))
+    assert sink.data == {(b"default", b"b"): b"1", (b"default", b"c"): b"1"}
+    assert (t.applied, t.skipped) == (4, 2)
 
 
 def test_records_without_headers_are_not_a_changelog() -> None:

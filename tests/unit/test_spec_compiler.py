@@ -51,7 +51,7 @@ def fused(p: Pipeline, values: list[Any]) -> list[tuple[bytes, Any]] | None:
     run_batch = fuse(p.steps, True, 1_000_000)
     assert run_batch is not None
     encoded = run_batch([Msg(orjson.dumps(v), b"k", i) for i, v in enumerate(values)])
-    return None if encoded is None else [(payload, key) for payload, key, _ in encoded]
+    return None if encoded is None else [(payload, key) for payload, key, *_ in encoded]
 
 
 # ---- hostile expressions ----------------------------------------------------------------------
@@ -186,9 +186,73 @@ def test_fused_spec_sees_the_same_metadata_as_the_row_path() -> None:
 
 
 def test_route_and_stateful_steps_keep_the_general_path() -> None:
+    # A route fuses only with the topic catalog to check its topics against (see below).
     assert fuse(spec({"route": "'t' if amount > 1 else None"}).steps, True, 1000) is None
     assert fuse([*spec({"filter": "amount > 1"}).steps, Count()], True, 1000) is None
     assert fuse(spec({"filter": "amount > 1"}).steps, False, 1000) is None
+
+
+# ---- route, fused: same topics, and bad routes left to the general path's dead letters -------
+
+_EXISTING = {"big", "small"}
+_ROUTED = spec(
+    {"filter": "kind != 'refund'"},
+    {"route": "target if amount > 0 else None"},
+    {"set": {"seen": "topic"}},
+    {"route": "target if amount > 100 else None"},  # a later route wins, as on the Row path
+    {"key_by": "user"},
+)
+_targets = st.one_of(
+    st.sampled_from([*_EXISTING, "missing", "", None]), st.integers(0, 3), st.lists(st.text())
+)
+
+
+class _Recorder:
+    """A producer that keeps what Output produces: (topic, value, key)."""
+
+    def __init__(self) -> None:
+        self.produced: list[tuple[str, bytes, Any]] = []
+
+    def produce(self, topic: str, value: bytes, key: Any = None, **_: Any) -> None:
+        self.produced.append((topic, value, key))
+
+    def poll(self, _timeout: float) -> int:
+        return 0
+
+
+def _output(producer: _Recorder) -> Output:
+    return Output(RecordCollector(producer), "out", "dlq", 1_000_000, _EXISTING.__contains__)
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.lists(st.tuples(_records, _targets).map(lambda r: {**r[0], "target": r[1]}), max_size=12))
+def test_fused_route_equals_the_row_path(values: list[dict[str, Any]]) -> None:
+    general_out = _Recorder()
+    batch, ctx = run(
+        _ROUTED, [Row(v, b"k", None, "in", 0, i, 0, b"") for i, v in enumerate(values)]
+    )
+    assert not ctx.failures
+    failures = _output(general_out).send(batch)
+    run_batch = fuse(_ROUTED.steps, True, 1_000_000, _EXISTING.__contains__)
+    assert run_batch is not None
+    encoded = run_batch([Msg(orjson.dumps(v), b"k", i) for i, v in enumerate(values)])
+    if failures:  # InvalidRoute / UnknownRouteTopic: the loop runs the general path instead
+        assert {f.step for f in failures} == {"route"}
+        assert encoded is None
+        return
+    assert encoded is not None
+    fused_out = _Recorder()
+    _output(fused_out).send_encoded(encoded)
+    assert fused_out.produced == general_out.produced
+
+
+def test_fused_route_falls_back_on_each_kind_of_bad_route() -> None:
+    run_batch = fuse(spec({"route": "target"}).steps, True, 1000, _EXISTING.__contains__)
+    assert run_batch is not None
+    good = Msg(b'{"target": "big"}')
+    assert run_batch([good]) == [(b'{"target":"big"}', b"k", None, "big")]
+    for bad in (b'"missing"', b'""', b"1", b'["big"]'):  # unknown topic, empty, not a string
+        assert run_batch([good, Msg(b'{"target": ' + bad + b"}")]) is None
 
 
 # ---- no expression sees another's result or changes the input ---------------------------------
@@ -226,7 +290,7 @@ def test_fused_spec_leaves_large_outputs_and_non_objects_to_the_general_path() -
     filter_only = fuse(spec({"filter": "value != 0"}).steps, True, 100)
     assert filter_only is not None
     assert filter_only([Msg(b"5")]) is None  # a number: Output encodes it, not the fast path
-    assert filter_only([Msg(b'{"a": 1}')]) == [(b'{"a":1}', b"k", None)]
+    assert filter_only([Msg(b'{"a": 1}')]) == [(b'{"a":1}', b"k", None, None)]
 
 
 @pytest.mark.parametrize("expression", ["-" * 100_000 + "1", "[" * 200 + "]" * 200, "a\x00b"])
