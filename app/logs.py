@@ -27,13 +27,25 @@ class JsonFormatter(logging.Formatter):
 LIBRDKAFKA_LOGGER = "librdkafka"
 
 
-def librdkafka_logging() -> dict[str, Any]:
+class _AtDebug(logging.LoggerAdapter):  # type: ignore[type-arg]
+    """Every line at DEBUG, whatever level librdkafka gave it."""
+
+    def log(self, level: int, msg: object, *args: Any, **kwargs: Any) -> None:
+        super().log(logging.DEBUG, msg, *args, **kwargs)
+
+
+def librdkafka_logging(reported_elsewhere: bool = False) -> dict[str, Any]:
     """The client setting that routes a librdkafka client's log lines to Python logging.
 
     confluent-kafka then queues them and hands them over in the client's ``poll``/``consume``
     calls (its ``logger`` setting), which the bridge makes on every batch.
+
+    Args:
+        reported_elsewhere: the start-up checks report a failure as one line of their own (exit
+            2); the client's own lines about it (a FAIL per connection attempt) go to DEBUG.
     """
-    return {"logger": logging.getLogger(LIBRDKAFKA_LOGGER)}
+    logger = logging.getLogger(LIBRDKAFKA_LOGGER)
+    return {"logger": _AtDebug(logger, {}) if reported_elsewhere else logger}
 
 
 def setup(level: str, fmt: str) -> None:

@@ -63,7 +63,7 @@ def preflight(settings: BridgeSettings) -> tuple[set[str], int | None]:
     conf = {
         "bootstrap.servers": settings.bootstrap_servers,
         **settings.client_common(),
-        **librdkafka_logging(),
+        **librdkafka_logging(reported_elsewhere=True),
     }
     admin, existing = connect(conf, settings.startup_timeout)
     wanted = wanted_topics(settings)

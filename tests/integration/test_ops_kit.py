@@ -70,8 +70,8 @@ def test_dashboard_and_alerts_query_only_exported_metrics(
     # librdkafka's transaction lines (a few per checkpoint) at DEBUG: some surely come
     settings.update(log_level="DEBUG", kafka={"debug": "eos"})
     bridge = bridges(**settings).start()
-    wait_caught_up(kafka, settings["group_id"], src, 90, [bridge])
-    wait_until(lambda: http_get(port, "/readyz")[0] == 200, 30, "/readyz")
+    wait_caught_up(kafka, settings["group_id"], src, 300, [bridge])
+    wait_until(lambda: http_get(port, "/readyz")[0] == 200, 120, "/readyz")
     status, text = http_get(port, "/metrics")
     assert status == 200
 
@@ -99,25 +99,25 @@ def test_lag_series_follow_partition_ownership(kafka: KafkaFixture, bridges: Mak
     values, keys = json_records(2000)
     kafka.seed(src, values, keys)
     first = bridges(**settings, http_port=ports[0]).start()
-    wait_caught_up(kafka, group, src, 90, [first])
-    wait_until(lambda: len(lag_partitions(ports[0])) == 4, 30, "lag of all 4 partitions")
+    wait_caught_up(kafka, group, src, 300, [first])
+    wait_until(lambda: len(lag_partitions(ports[0])) == 4, 120, "lag of all 4 partitions")
 
     second = bridges(**{**settings, "instance_id": "i1"}, http_port=ports[1]).start()
     wait_until(
         lambda: http_get(ports[1], "/readyz")[0] == 200 and "running, 2 partitions"
-        in http_get(ports[1], "/readyz")[1], 90, "second instance owns 2 partitions",
+        in http_get(ports[1], "/readyz")[1], 300, "second instance owns 2 partitions",
     )  # fmt: skip
     # New input for every partition, so each owner has a position to measure lag from.
     values, keys = json_records(2000, start=2000)
     kafka.seed(src, values, keys)
     instances: tuple[BridgeProcess, ...] = (first, second)
-    wait_caught_up(kafka, group, src, 90, instances)
+    wait_caught_up(kafka, group, src, 300, instances)
 
     def each_partition_once() -> bool:
         reported = lag_partitions(ports[0]) + lag_partitions(ports[1])
         return sorted(reported) == ["0", "1", "2", "3"]
 
-    wait_until(each_partition_once, 30, "one lag series per partition across both instances")
+    wait_until(each_partition_once, 120, "one lag series per partition across both instances")
     assert len(lag_partitions(ports[0])) == 2
     for bridge in instances:
         assert bridge.terminate() == 0, bridge.logs()[-3000:]

@@ -119,6 +119,23 @@ def test_librdkafka_lines_arrive_as_json_log_lines(librdkafka_lines: io.StringIO
     assert "127.0.0.1:1" in entry["message"]
 
 
+def test_start_up_checks_keep_librdkafka_lines_at_debug(librdkafka_lines: io.StringIO) -> None:
+    """The preflight reports a failed connection as one line of its own: librdkafka's FAIL
+    lines about it must not add more ERROR lines (they stay visible at DEBUG)."""
+    logging.getLogger(LIBRDKAFKA_LOGGER).setLevel(logging.DEBUG)
+    try:
+        conf = {"bootstrap.servers": "127.0.0.1:1", **librdkafka_logging(reported_elsewhere=True)}
+        producer = Producer(conf)
+        deadline = time.monotonic() + 30
+        while "Connection refused" not in librdkafka_lines.getvalue():
+            assert time.monotonic() < deadline, "no librdkafka log line within 30 s"
+            producer.poll(0.1)
+    finally:
+        logging.getLogger(LIBRDKAFKA_LOGGER).setLevel(logging.NOTSET)
+    levels = {json.loads(line)["level"] for line in librdkafka_lines.getvalue().splitlines()}
+    assert levels == {"DEBUG"}
+
+
 def test_readme_lists_every_metric_the_bridge_exports() -> None:
     """README "Operations" is the metric reference chart users upgrade by: it must match."""
     readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
