@@ -47,7 +47,7 @@ fi
 
 # pyspark's pip distribution is a complete SPARK_HOME (bin/, jars/) inside site-packages.
 if [[ -z ${SPARK_HOME:-} ]]; then
-  SPARK_HOME=$(python3 -m pyspark.find_spark_home)
+  SPARK_HOME=$(python3 -c 'import os, pyspark; print(os.path.dirname(pyspark.__file__))')
 fi
 export SPARK_HOME
 

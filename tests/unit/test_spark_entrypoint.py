@@ -153,7 +153,7 @@ def test_executor_runs_the_kubernetes_backend_from_the_pod_variables(stubs: Path
 
 
 def test_spark_home_defaults_to_the_pip_pyspark(stubs: Path) -> None:
-    # The image sets no SPARK_HOME: the script asks pyspark (python3 -m pyspark.find_spark_home).
+    # The image sets no SPARK_HOME: the script asks python3 where pyspark is.
     finder = stubs / "bin" / "python3"
     finder.write_text(f"#!/bin/sh\necho {stubs / 'spark'}\n")
     finder.chmod(0o755)
