@@ -59,6 +59,9 @@ def test_driver_runs_the_stream_job_through_spark_submit(
     table = tmp_path / "table"
     argv = [
         "bash", str(ENTRYPOINT), "driver", "--master", "local[1]",
+        # As the SparkApplication's sparkConf: with spark-submit's master the job applies none
+        # of its local defaults, and Spark's 200 shuffle partitions take minutes here.
+        "--conf", "spark.sql.shuffle.partitions=2", "--conf", "spark.ui.enabled=false",
         str(REPO / "spark_jobs" / "stream.py"),
         "--bootstrap", kafka.bootstrap, "--topic", topic, "--table", str(table),
         "--checkpoint", str(tmp_path / "checkpoint"), "--watermark", "30 minutes",
