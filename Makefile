@@ -78,9 +78,13 @@ chaos: $(STAMP)
 # dependencies in pyproject.toml or requirements/build.in; reads PyPI.
 LOCK_FLAGS := --generate-hashes --python-version 3.11 --python-platform x86_64-unknown-linux-gnu \
 	--only-binary :all: --custom-compile-command "make lock"
+# The Spark image's: runtime + the spark extra. pyspark is published as an sdist only (its hash
+# is the sdist's); the image builds it with the build tools of build.lock.
+SPARK_LOCK_FLAGS := --extra spark --no-binary pyspark
 .PHONY: lock
 lock: $(STAMP)
 	$(BIN)/uv pip compile $(LOCK_FLAGS) pyproject.toml -o requirements/runtime.lock
+	$(BIN)/uv pip compile $(LOCK_FLAGS) $(SPARK_LOCK_FLAGS) pyproject.toml -o requirements/spark.lock
 	$(BIN)/uv pip compile $(LOCK_FLAGS) requirements/build.in -o requirements/build.lock
 
 clean:

@@ -100,20 +100,21 @@ def test_image_runs_as_non_root_with_exec_form_entrypoint(image: str) -> None:
 # --- reproducible: the lock drives the install --------------------------------------------------
 
 RUNTIME_LOCK = REPO / "requirements" / "runtime.lock"
+SPARK_LOCK = REPO / "requirements" / "spark.lock"
 _INSTALLED = (
     "import importlib.metadata as m, json; "
     "print(json.dumps(sorted([d.metadata['Name'], d.version] for d in m.distributions())))"
 )
 
 
-def locked_pins() -> dict[str, str]:
-    """name → version of every requirement in runtime.lock, each with at least one hash."""
+def locked_pins(lock: Path = RUNTIME_LOCK) -> dict[str, str]:
+    """name → version of every requirement in a lock file, each with at least one hash."""
     pins = {}
-    for block in re.split(r"\n(?=[a-z0-9])", RUNTIME_LOCK.read_text()):
+    for block in re.split(r"\n(?=[a-z0-9])", lock.read_text()):
         head = block.split(" ", 1)[0]
         if "==" in head:
             name, version = head.split("==")
-            assert "--hash=sha256:" in block, f"{name} has no hash in {RUNTIME_LOCK}"
+            assert "--hash=sha256:" in block, f"{name} has no hash in {lock}"
             pins[canonicalize_name(name)] = version
     return pins
 
@@ -142,6 +143,22 @@ def test_lock_pins_every_runtime_dependency() -> None:
         assert dependency.specifier.contains(version), f"{dependency} vs locked {version}"
     dockerfile = (REPO / "Dockerfile").read_text()
     assert re.search(r"--require-hashes .*\n.* -r /tmp/runtime\.lock", dockerfile)
+
+
+def test_spark_lock_pins_runtime_and_spark_dependencies_as_the_runtime_lock() -> None:
+    """requirements/spark.lock (Dockerfile.spark) is current with pyproject.toml's dependencies
+    and spark extra, and pins what the bridge image shares with it at the bridge's versions."""
+    pins = locked_pins(SPARK_LOCK)
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    spark = project["optional-dependencies"]["spark"]
+    for dependency in map(Requirement, [*project["dependencies"], *spark]):
+        version = pins.get(canonicalize_name(dependency.name))
+        assert version is not None, f"{dependency.name} is not in {SPARK_LOCK}"
+        assert dependency.specifier.contains(version), f"{dependency} vs locked {version}"
+    runtime = locked_pins()
+    assert {name: pins.get(name) for name in runtime} == runtime
+    dockerfile = (REPO / "Dockerfile.spark").read_text()
+    assert re.search(r"--require-hashes .*\n.* -r /tmp/spark\.lock", dockerfile)
 
 
 def test_image_rebuilds_to_the_same_installed_versions(base_image: str, image: str) -> None:

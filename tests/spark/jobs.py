@@ -24,15 +24,20 @@ def _group_alive(pgid: int) -> bool:
 def run_module(
     module: str, args: Sequence[str], env: Mapping[str, str], log: Path, timeout: float
 ) -> int:
-    """Run ``python -m module args`` in its own process group; return its exit code.
+    """Run ``python -m module args`` in its own process group; return its exit code."""
+    return run_command([sys.executable, "-m", module, *args], env, log, timeout)
 
-    The group holds the job's JVM too (pyspark starts it as a child). After the Python process
-    ends, the JVM notices its closed stdin and exits; we wait for that, with a deadline, and
-    only then SIGKILL whatever of our group is left.
+
+def run_command(argv: Sequence[str], env: Mapping[str, str], log: Path, timeout: float) -> int:
+    """Run argv in its own process group, output to log; return its exit code.
+
+    The group holds the job's JVM and Python processes (whichever starts the other). After the
+    main process ends, the rest notice their closed pipes and exit; we wait for that, with a
+    deadline, and only then SIGKILL whatever of our group is left.
     """
     with log.open("wb") as out:
         proc = subprocess.Popen(
-            [sys.executable, "-m", module, *args],
+            list(argv),
             cwd=REPO,
             env={**os.environ, **env},
             stdout=out,
