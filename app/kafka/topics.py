@@ -56,18 +56,29 @@ def create_topic(
     config: Mapping[str, str] | None = None,
     timeout: float = 30.0,
 ) -> None:
-    """Create a topic and wait until its metadata shows every partition with a leader."""
+    """Create a topic and wait until every broker's metadata shows every partition with a
+    leader (the next client may ask any broker: one that has not caught up yet answers
+    "unknown topic")."""
     admin = AdminClient(client_config(conn))
     spec = NewTopic(name, partitions, replication, config=dict(config or {}))
     admin.create_topics([spec], operation_timeout=timeout)[name].result(timeout)
     deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        meta = admin.list_topics(name, timeout=5).topics.get(name)
-        parts = list(meta.partitions.values()) if meta is not None and meta.error is None else []
-        if len(parts) == partitions and all(p.leader >= 0 for p in parts):
-            return
-        time.sleep(0.1)
-    raise TimeoutError(f"topic {name!r} has no leader for every partition after {timeout}s")
+    brokers = [f"{b.host}:{b.port}" for b in admin.list_topics(timeout=5).brokers.values()]
+    for address in brokers:  # each broker's own metadata cache, one client each
+        alone = AdminClient(client_config(conn, **{"bootstrap.servers": address}))
+        while not _led(alone, name, partitions):
+            if time.monotonic() > deadline:
+                raise TimeoutError(
+                    f"topic {name!r} has no leader for every partition on {address} after "
+                    f"{timeout}s"
+                )
+            time.sleep(0.1)
+
+
+def _led(admin: AdminClient, name: str, partitions: int) -> bool:
+    meta = admin.list_topics(name, timeout=5).topics.get(name)
+    parts = list(meta.partitions.values()) if meta is not None and meta.error is None else []
+    return len(parts) == partitions and all(p.leader >= 0 for p in parts)
 
 
 def partitions_of(conn: Connection, topic: str, timeout: float = 10.0) -> list[int]:
