@@ -11,7 +11,7 @@ from confluent_kafka import KafkaError
 from app.collector import RecordCollector
 from app.errors import CheckpointAborted, RecordTooLarge
 from app.metrics import Metrics
-from tests.unit.fakes import FakeProducer, kafka_exc
+from tests.unit.fakes import FakeMessage, FakeProducer, kafka_exc
 
 
 class Reporting(FakeProducer):
@@ -33,28 +33,9 @@ class Reporting(FakeProducer):
 
     def deliver(self, err: Any = None) -> None:
         for callback, (topic, partition) in self.callbacks:
-            callback(err, Delivered(topic, partition, offset=len(self.produced) - 1))
+            offset = len(self.produced) - 1
+            callback(err, FakeMessage(topic, partition, offset, value=b"v", key=b"k"))
         self.callbacks.clear()
-
-
-class Delivered:
-    def __init__(self, topic: str, partition: int, offset: int) -> None:
-        self._t, self._p, self._o = topic, partition, offset
-
-    def topic(self) -> str:
-        return self._t
-
-    def partition(self) -> int:
-        return self._p
-
-    def offset(self) -> int:
-        return self._o
-
-    def key(self) -> bytes:
-        return b"k"
-
-    def value(self) -> bytes:
-        return b"v"
 
 
 def full_once(producer: FakeProducer) -> None:
@@ -100,7 +81,8 @@ def test_one_latch_for_output_and_changelog_deliveries() -> None:
     collector.flush(1.0)
     collector.send_run("cl", 2, {b"c": b"1"}, [], lambda *tp: offsets.append(tp))
     producer.deliver(KafkaError(KafkaError._MSG_TIMED_OUT))
-    collector.on_delivery(KafkaError(KafkaError._MSG_TIMED_OUT), Delivered("out", 0, 5))
+    timed_out = FakeMessage("out", 0, 5, value=b"v", key=b"k")
+    collector.on_delivery(KafkaError(KafkaError._MSG_TIMED_OUT), timed_out)
     with pytest.raises(CheckpointAborted, match=r"2 delivery error.*changelog cl\[2\]"):
         collector.flush(1.0)
     collector.flush(1.0)  # the latch started afresh

@@ -18,22 +18,9 @@ from app.state.store import StorePartition
 from changelog.errors import ChangelogReadError
 from changelog.format import CF_HEADER, PROCESSED_OFFSETS_HEADER
 from changelog.recovery import Restorer
+from tests.unit.fakes import FakeMessage
 
 CHANGELOG = "changelog__g--in--count"
-
-
-class FakeMessage:
-    def __init__(self, topic: str, partition: int, offset: int) -> None:
-        self._t, self._p, self._o = topic, partition, offset
-
-    def topic(self) -> str:
-        return self._t
-
-    def partition(self) -> int:
-        return self._p
-
-    def offset(self) -> int:
-        return self._o
 
 
 class FakeProducer:
