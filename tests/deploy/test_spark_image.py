@@ -127,6 +127,16 @@ def test_image_config_and_installed_distributions(spark_image: str) -> None:
     assert installed(spark_image) == {**locked_pins(SPARK_LOCK), "eos-bridge": project["version"]}
 
 
+def bridge_sets(kafka: Any, topic: str, *extra: str) -> list[str]:
+    """Chart values pointing the bridge at the test broker, ``topic`` as its output."""
+    return [
+        f"bridge.bootstrapServers={kafka.bootstrap}",
+        "bridge.inputTopics={in}",
+        f"bridge.outputTopic={topic}",
+        *extra,
+    ]
+
+
 def test_cronjob_command_aggregates_committed_output(
     kafka: Any,
     manifests: Callable[..., list[Manifest]],
@@ -134,14 +144,7 @@ def test_cronjob_command_aggregates_committed_output(
     tmp_path: Path,
 ) -> None:
     topic = seeded_topic(kafka)
-    resources = manifests(
-        sets=[
-            f"bridge.bootstrapServers={kafka.bootstrap}",
-            "bridge.inputTopics={in}",
-            f"bridge.outputTopic={topic}",
-            "spark.enabled=true",
-        ]
-    )
+    resources = manifests(sets=bridge_sets(kafka, topic, "spark.enabled=true"))
     cron = one(resources, "CronJob")
     container = cron["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0]
     # `command` replaces the image's entrypoint: the CronJob runs python directly.
@@ -168,13 +171,12 @@ def test_spark_application_driver_runs_through_the_entrypoint(
     application's runs until stopped)."""
     topic = seeded_topic(kafka)
     resources = manifests(
-        sets=[
-            f"bridge.bootstrapServers={kafka.bootstrap}",
-            "bridge.inputTopics={in}",
-            f"bridge.outputTopic={topic}",
+        sets=bridge_sets(
+            kafka,
+            topic,
             "sparkApplication.enabled=true",
             "sparkApplication.storage.claimName=spark-rwx",
-        ]
+        )
     )
     spec = one(resources, "SparkApplication")["spec"]
     args = list(spec["arguments"])
