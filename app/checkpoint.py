@@ -6,7 +6,7 @@ import logging
 import time
 from typing import Any
 
-from confluent_kafka import TopicPartition
+from confluent_kafka import KafkaException, TopicPartition
 
 from app.errors import CheckpointAborted
 from app.metrics import Metrics
@@ -19,7 +19,11 @@ log = logging.getLogger(__name__)
 
 class Checkpoint:
     """Commits every ``interval`` seconds or ``every`` records (Quix Streams' rule), on
-    revoke and on shutdown. A checkpoint with nothing consumed commits nothing.
+    revoke and on shutdown. A checkpoint with nothing consumed commits nothing, with one
+    exception: when the consumer's positions stepped over records it never returns (an
+    upstream producer's aborted transaction, transaction markers) with nothing consumed after,
+    an offsets-only transaction commits the new positions once an interval, so the group's lag
+    ends at 0 instead of waiting for the next record.
 
     Args:
         max_age: seconds an open transaction may live (a fraction of transaction.timeout.ms):
@@ -53,9 +57,12 @@ class Checkpoint:
         self._fault_abort_every = fault_abort_every
         self._nonempty = 0
         self._disabled = False
+        self._committed: dict[tuple[str, int], int] = {}  # the group's, as last known here
+        self._skipped = False  # positions moved with nothing consumed: commit offsets only
         self.consumed = 0
         self.started = time.monotonic()
         self._first_record = self.started
+        self._looked = self.started  # the last look for skipped records (nothing consumed)
 
     def record(self, consumed: int, started: float) -> None:
         """Count ``consumed`` records processed since ``started`` (monotonic)."""
@@ -67,7 +74,7 @@ class Checkpoint:
         if self._state.needs_checkpoint():
             return True
         if self.consumed == 0:
-            return False
+            return self._skipped_past_committed()
         if self.time_left() < self._max_age / 2:
             return True  # a slow batch used the time: commit before the transaction nears it
         if self._every and self.consumed >= self._every:
@@ -90,7 +97,7 @@ class Checkpoint:
         """
         if self._disabled:
             return
-        if self.consumed == 0:
+        if self.consumed == 0 and not self._skipped:
             self._restart_clock()  # empty: the open transaction holds nothing; keep it
             return
         started = time.perf_counter()
@@ -100,14 +107,13 @@ class Checkpoint:
         # 2. flush; any delivery error (output or changelog) fails the checkpoint
         self._output.flush(self._flush_timeout)
         self._state.verify_delivery()
-        self._nonempty += 1
-        if self._fault_abort_every and self._nonempty % self._fault_abort_every == 0:
-            raise CheckpointAborted(
-                f"fault injection: aborting checkpoint #{self._nonempty}", "fault_injection"
-            )
+        if self.consumed:
+            self._inject_fault()
         # 3 + 4. input offsets into the transaction, commit
         self._txn.commit([TopicPartition(t, p, o) for (t, p), o in positions.items()])
-        self._output.checkpoint_committed(self.consumed)  # dead-letter summary + ratio check
+        self._committed.update(positions)
+        if self.consumed:
+            self._output.checkpoint_committed(self.consumed)  # dead-letter summary + ratio
         # 5. local state: one WriteBatch per partition (dirty keys + changelog offset)
         self._state.after_commit()
         # 6. the next transaction
@@ -119,13 +125,50 @@ class Checkpoint:
         """After a fatal error: never commit again (closing the consumer calls revoke)."""
         self._disabled = True
 
+    def _inject_fault(self) -> None:
+        """Test-only (``fault_abort_every``): abort every k-th checkpoint with records."""
+        self._nonempty += 1
+        if self._fault_abort_every and self._nonempty % self._fault_abort_every == 0:
+            raise CheckpointAborted(
+                f"fault injection: aborting checkpoint #{self._nonempty}", "fault_injection"
+            )
+
+    def forget(self, partitions: list[tuple[str, int]]) -> None:
+        """Partitions revoked or lost: their committed offsets are another owner's now."""
+        for key in partitions:
+            self._committed.pop(key, None)
+
     def abandon(self) -> None:
         """After an abort: forget the count; the caller rewinds to committed offsets."""
         self._restart_clock()
 
     def _restart_clock(self) -> None:
         self.consumed = 0
-        self.started = time.monotonic()
+        self._skipped = False
+        self.started = self._looked = time.monotonic()
+
+    def _skipped_past_committed(self) -> bool:
+        """Nothing consumed: once an interval, whether a position passed the group's committed
+        offset. Only skipped records can have moved it (the loop counts every record it is
+        given, and an abort seeks back to the committed offsets), so committing it loses
+        nothing. A partition never committed counts from offset 0."""
+        now = time.monotonic()
+        if now - self._looked < self._interval:
+            return False
+        self._looked = now  # (not ``started``: the first record after a pause commits soon)
+        positions = self._positions()
+        unknown = [TopicPartition(t, p) for t, p in positions if (t, p) not in self._committed]
+        if unknown:
+            try:
+                for tp in self._txn.committed(unknown):
+                    self._committed[(tp.topic, tp.partition)] = tp.offset
+            except KafkaException as exc:  # the coordinator is away: ask again next interval
+                log.debug("committed offsets unknown, checked next interval: %s", exc)
+                return False
+        self._skipped = any(
+            offset > max(self._committed.get(key, 0), 0) for key, offset in positions.items()
+        )
+        return self._skipped
 
     def _positions(self) -> dict[tuple[str, int], int]:
         """Next offset to read per assigned partition: position(), never last offset + 1

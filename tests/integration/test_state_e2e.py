@@ -161,8 +161,9 @@ def test_changelog_produce_fails(
 def test_offset_commit_fails(kafka: KafkaFixture, tmp_path: Path, bridges: Make) -> None:
     """Acceptance 4, Quix scenario 3: changelog records are produced but the checkpoint's
     offsets never commit (every 3rd checkpoint aborts after the flush), with a kill and a wipe
-    so recovery has to read past the aborted changelog records."""
-    s, feeder = _setup(kafka, tmp_path, 40_000, "counting", fault_abort_every=3)
+    so recovery has to read past the aborted changelog records. A checkpoint every 1,000
+    records, so each process sees several aborts however fast it runs."""
+    s, feeder = _setup(kafka, tmp_path, 40_000, "counting", fault_abort_every=3, commit_every=1000)
     bridge = bridges(**s).start()
     _phase(kafka, feeder, s, 15_000, bridge)
     _kill(kafka, bridge, s, feeder)

@@ -41,6 +41,7 @@ class FakeProducer(Scripted):
         super().__init__()
         self.produced: list[tuple[str, Any, Any]] = []
         self.reported: list[bool] = []  # per produce: asked for its own delivery report
+        self.sent_offsets: list[list[tuple[str, int, int]]] = []  # per send_offsets call
 
     def init_transactions(self, timeout: float) -> None:
         self._call("init_transactions")
@@ -50,6 +51,7 @@ class FakeProducer(Scripted):
 
     def send_offsets_to_transaction(self, offsets: Any, metadata: Any, timeout: float) -> None:
         self._call("send_offsets_to_transaction")
+        self.sent_offsets.append([(tp.topic, tp.partition, tp.offset) for tp in offsets])
 
     def commit_transaction(self, timeout: float) -> None:
         self._call("commit_transaction")

@@ -60,7 +60,9 @@ class FlushLog:
 class Rig:
     """A checkpoint (and its rebalancer) over fakes; ``log`` = the state and flush steps."""
 
-    def __init__(self, fault_abort_every: int = 0, max_age: float = 30.0) -> None:
+    def __init__(
+        self, fault_abort_every: int = 0, max_age: float = 30.0, interval: float = 60.0
+    ) -> None:
         self.log: list[str] = []
         self.producer = FakeProducer()
         self.consumer = FakeConsumer()
@@ -74,7 +76,7 @@ class Rig:
         self.txn.on_abort(self.state.discard)
         self.checkpoint = Checkpoint(
             self.consumer, self.txn, FlushLog(self.log), self.state, self.metrics,  # type: ignore[arg-type]
-            interval=60.0, every=0, flush_timeout=5.0, max_age=max_age,
+            interval=interval, every=0, flush_timeout=5.0, max_age=max_age,
             fault_abort_every=fault_abort_every,
         )  # fmt: skip
         self.rebalancer = Rebalancer(
@@ -138,6 +140,71 @@ def test_an_old_transaction_is_due_whatever_the_interval() -> None:
     assert not rig.checkpoint.due()  # nothing consumed: never due
     rig.checkpoint.record(1, started=rig.checkpoint.started - 6.0)
     assert rig.checkpoint.time_left() < 5.0 and rig.checkpoint.due()
+
+
+# ---- positions that moved with nothing consumed (an upstream abort, markers) ----------------
+
+
+def test_idle_positions_at_the_committed_offsets_commit_nothing() -> None:
+    rig = Rig(interval=0.0)
+    rig.consumer.committed_offsets = {("in", 0): 10}
+    assert not rig.checkpoint.due()
+    rig.checkpoint.commit()
+    assert "commit_transaction" not in rig.producer.calls
+
+
+def test_idle_positions_past_the_committed_offsets_commit_offsets_only() -> None:
+    """The consumer stepped over an aborted transaction and its marker (7 → 10), nothing
+    consumed: the new position is committed, without dead-letter accounting."""
+    rig = Rig(interval=0.0)
+    rig.consumer.committed_offsets = {("in", 0): 7}
+    assert rig.checkpoint.due()
+    rig.checkpoint.commit()
+    assert rig.producer.sent_offsets == [[("in", 0, 10)]]
+    assert rig.producer.calls[-2:] == ["commit_transaction", "begin_transaction"]
+    assert "dead letters accounted" not in rig.log
+    assert not rig.checkpoint.due()  # committed now: known here, not asked again
+    assert rig.consumer.calls.count("committed") == 1
+
+
+def test_idle_moves_are_looked_at_once_an_interval() -> None:
+    rig = Rig(interval=60.0)
+    rig.consumer.committed_offsets = {("in", 0): 7}
+    assert not rig.checkpoint.due()
+    assert "committed" not in rig.consumer.calls
+
+
+def test_a_partition_never_committed_counts_from_offset_zero() -> None:
+    rig = Rig(interval=0.0)
+    rig.consumer.positions = {("in", 0): 0}
+    assert not rig.checkpoint.due()
+    rig.consumer.positions = {("in", 0): 2}  # an aborted record and its marker at the start
+    assert rig.checkpoint.due()
+
+
+def test_committed_offsets_unavailable_means_not_due_yet() -> None:
+    rig = Rig(interval=0.0)
+    rig.consumer.fail["committed"] = [kafka_exc(KafkaError._TIMED_OUT)]
+    assert not rig.checkpoint.due()
+    rig.consumer.committed_offsets = {("in", 0): 7}
+    assert rig.checkpoint.due()  # asked again at the next interval
+
+
+def test_an_offsets_only_commit_is_not_a_fault_injection_turn() -> None:
+    rig = Rig(interval=0.0, fault_abort_every=1)
+    rig.consumer.committed_offsets = {("in", 0): 7}
+    assert rig.checkpoint.due()
+    rig.checkpoint.commit()
+    assert rig.producer.calls.count("commit_transaction") == 1
+
+
+def test_revoked_partitions_committed_offsets_are_asked_again() -> None:
+    rig = Rig(interval=0.0)
+    rig.consumer.committed_offsets = {("in", 0): 10}
+    assert not rig.checkpoint.due()
+    rig.callback("on_revoke")  # another owner may commit them now
+    assert not rig.checkpoint.due()
+    assert rig.consumer.calls.count("committed") == 2
 
 
 def test_time_left_is_the_whole_budget_before_the_first_record() -> None:
