@@ -212,6 +212,20 @@ def run(settings: BridgeSettings) -> int:
         return EXIT_CONFIG
     log.info("starting eos-bridge: %s", {k: v for k, v in settings.masked().items() if v})
     watchdog = Watchdog(health, stale_after=health.stale_after).start()
+    # From here on SIGTERM/SIGINT stop the bridge cleanly, also while it is being built (a
+    # rollout can stop a pod that is still starting): the build finishes, nothing is consumed.
+    built: list[Bridge] = []
+    stop_requested: list[str] = []
+
+    def stop(signum: int, _frame: FrameType | None) -> None:
+        log.info("received %s: stopping after the current batch", signal.Signals(signum).name)
+        stop_requested.append(signal.Signals(signum).name)
+        for bridge in built:
+            bridge.stopping = True
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    watchdog.watch_signals(settings.shutdown_timeout)
     try:
         bridge = build(settings, metrics, health, watchdog)
     except ConfigError as exc:
@@ -220,14 +234,8 @@ def run(settings: BridgeSettings) -> int:
     except KafkaFatalError as exc:
         log.error("cannot start: %s", exc)
         return EXIT_FATAL
-
-    def stop(signum: int, _frame: FrameType | None) -> None:
-        log.info("received %s: stopping after the current batch", signal.Signals(signum).name)
-        bridge.stopping = True
-
-    signal.signal(signal.SIGTERM, stop)
-    signal.signal(signal.SIGINT, stop)
-    watchdog.watch_signals(settings.shutdown_timeout)
+    built.append(bridge)
+    bridge.stopping = bool(stop_requested)
     try:
         bridge.run()
         log.info("stopped cleanly")

@@ -4,6 +4,7 @@ and the at-least-once mode."""
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -56,6 +57,29 @@ def test_metrics_health_and_json_logs(kafka: KafkaFixture, bridges: MakeBridge) 
     parsed = [json.loads(ln) for ln in lines]
     assert {"ts", "level", "logger", "message"} <= set(parsed[0])
     assert any(p["message"].startswith("dead-lettered 1 of ") for p in parsed)
+
+
+def test_sigterm_during_start_up_stops_cleanly(
+    kafka: KafkaFixture, bridges: MakeBridge, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A rollout may stop a pod that is still starting: SIGTERM while the bridge is being built
+    (held at a gate inside it) ends in exit 0 and consumes nothing, not in death by signal."""
+    src, out, dlq = bridge_topics(kafka, 2)
+    kafka.seed(src, *json_records(100))
+    gate = tmp_path / "gate"
+    gate.mkdir()
+    monkeypatch.setenv("EOS_TEST_START_GATE", str(gate))
+    settings = base_settings(kafka, src, out, dlq, pipeline="tests.startup_gate:pipeline")
+    bridge = bridges(**settings).start()
+    wait_until(lambda: (gate / "reached").exists() or not bridge.running(), 60, "the gate")
+    assert bridge.running(), bridge.logs()
+    assert bridge.proc is not None
+    bridge.proc.send_signal(signal.SIGTERM)
+    (gate / "open").write_text("go")
+    assert bridge.wait(120) == 0, bridge.logs()[-3000:]
+    assert "received SIGTERM" in bridge.logs() and "stopped cleanly" in bridge.logs()
+    assert set(kafka.end_offsets(out).values()) == {0}
+    assert all(o < 0 for o in kafka.committed_offsets(settings["group_id"], src).values())
 
 
 def test_check_config_masks_secrets() -> None:
