@@ -9,9 +9,12 @@ Phases (each measured phase runs in its own process, so its peak RSS is its own)
 
 1. seed: a changelog topic written the way checkpoints write it (transactions of
    ``--checkpoint`` records, so commit markers sit between them; Quix-format headers);
-2. restore: a fresh state directory restored by the production code path (``make_backend`` →
-   ``assign`` → ``recover`` slices) — records/s and peak RSS; once with every record applied,
-   once with the newest half skipped by the filter rule;
+2. bare: a read_committed consumer with the restore consumer's settings reads the changelog
+   and drops every record (``consume(RESTORE_BATCH)``, headers and keys touched) — the
+   ceiling a restore can reach on this machine, in this run;
+   restore: a fresh state directory restored by the production code path (``make_backend`` →
+   ``assign`` → ``recover`` slices) — records/s, its ratio to the bare read and peak RSS;
+   once with every record applied, once with the newest half skipped by the filter rule;
 3. cache: a count over ``--keys`` distinct keys through the write-behind cache with
    ``state_cache_max_bytes`` = each ``--cache-mb`` value, checkpointing whenever the cap says so
    (fake producer) — peak RSS per cap.
@@ -31,7 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka import Producer
+from confluent_kafka import Consumer, Producer, TopicPartition
 
 from app.collector import RecordCollector
 from app.config import BridgeSettings
@@ -45,7 +48,7 @@ from app.state import make_backend
 from app.state.manager import RocksDBState
 from changelog.format import changelog_headers
 from changelog.naming import changelog_topic_name
-from changelog.recovery import Restorer
+from changelog.recovery import RESTORE_BATCH, RESTORE_CONSUMER_DEFAULTS, Restorer
 from devkit.kafka import LocalKafka
 
 GROUP = "bench-recovery"
@@ -86,6 +89,33 @@ def seed(bootstrap: str, topic: str, records: int, keys: int, value_bytes: int, 
                 except BufferError:
                     producer.poll(0.05)
         producer.commit_transaction(60)
+
+
+def bare(bootstrap: str, topic: str) -> dict[str, Any]:
+    """Read the changelog to its end and drop it: no decoding, no RocksDB."""
+    changelog = changelog_topic_name(GROUP, topic, "count")
+    consumer = Consumer({
+        **RESTORE_CONSUMER_DEFAULTS, "bootstrap.servers": bootstrap, "group.id": f"{GROUP}.bare",
+        "enable.auto.commit": False, "isolation.level": "read_committed",
+    })  # fmt: skip
+    end = consumer.get_watermark_offsets(TopicPartition(changelog, 0), timeout=30)[1]
+    consumer.assign([TopicPartition(changelog, 0, 0)])
+    started, cpu, main = time.perf_counter(), time.process_time(), time.thread_time()
+    position = 0
+    while position < end:
+        for msg in consumer.consume(RESTORE_BATCH, 0.05):
+            msg.headers(), msg.key(), msg.value()  # what restore reads of each record
+        position = consumer.position([TopicPartition(changelog, 0)])[0].offset
+    seconds, cpu = time.perf_counter() - started, time.process_time() - cpu
+    main = time.thread_time() - main
+    consumer.close()
+    return {
+        "offsets": end,
+        "seconds": seconds,
+        "cpu_seconds": cpu,
+        "main_thread_cpu_seconds": main,
+        "peak_rss_mb": _peak_rss_mb(),
+    }
 
 
 def restore(bootstrap: str, topic: str, committed: int) -> dict[str, Any]:
@@ -191,22 +221,29 @@ def _child(*args: str) -> dict[str, Any]:
     return result
 
 
+def _rate_line(label: str, r: dict[str, Any]) -> str:
+    return (
+        f"{label}: {r['offsets']:,} offsets in {r['seconds']:.2f}s wall = "
+        f"{r['offsets'] / r['seconds']:,.0f} records/s; Python thread "
+        f"{r['main_thread_cpu_seconds']:.2f} CPU-s = "
+        f"{r['offsets'] / r['main_thread_cpu_seconds']:,.0f} records/s on a core of its own "
+        f"(all threads {r['cpu_seconds']:.2f} CPU-s); peak RSS {r['peak_rss_mb']:.0f} MB"
+    )
+
+
 def _report(args: argparse.Namespace, bootstrap: str) -> None:
     topic = f"bench-recovery-{int(time.time())}"
     t0 = time.perf_counter()
     seed(bootstrap, topic, args.records, args.keys, args.value_bytes, args.checkpoint)
     print(f"seeded {args.records:,} changelog records in {time.perf_counter() - t0:.1f}s")
     print(f"load average before measuring: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
+    ceiling = _child("bare", bootstrap, topic)
+    print(_rate_line("bare read_committed read (the ceiling)", ceiling))
     cases = (("all applied", args.records), ("newest half skipped", args.records // 2))
     for label, committed in cases:
         r = _child("restore", bootstrap, topic, str(committed))
-        print(
-            f"restore ({label}): {r['offsets']:,} offsets in {r['seconds']:.2f}s wall = "
-            f"{r['offsets'] / r['seconds']:,.0f} records/s; Python thread "
-            f"{r['main_thread_cpu_seconds']:.2f} CPU-s = "
-            f"{r['offsets'] / r['main_thread_cpu_seconds']:,.0f} records/s on a core of its own "
-            f"(all threads {r['cpu_seconds']:.2f} CPU-s); peak RSS {r['peak_rss_mb']:.0f} MB"
-        )
+        ratio = (r["offsets"] / r["seconds"]) / (ceiling["offsets"] / ceiling["seconds"])
+        print(f"{_rate_line(f'restore ({label})', r)}; {ratio:.2f}x the bare read")
     for cap in args.cache_mb:
         r = _child("cache", str(args.cache_keys), str(cap))
         print(
@@ -230,6 +267,8 @@ def main(argv: list[str] | None = None) -> int:
         kind, *rest = args.phase
         if kind == "restore":
             result = restore(rest[0], rest[1], int(rest[2]))
+        elif kind == "bare":
+            result = bare(rest[0], rest[1])
         else:
             result = cache(int(rest[0]), int(rest[1]))
         print(json.dumps(result))
