@@ -100,12 +100,20 @@ def make_backend(settings: BridgeSettings, pipeline: StepList) -> StateBackend:
     root = state_root(settings)
     lock = StateDirLock(root)
     log.info("state: stores %s under %s, changelogs %s", stores, root, sorted(changelogs.values()))
+    admin.poll(0)  # hand over the log lines the start-up requests queued (its logger setting)
+
+    def watermarks(tps: list[tuple[str, int]]) -> dict[tuple[str, int], tuple[int, int]]:
+        try:
+            return changelog_watermarks(admin, tps, settings.startup_timeout, settling=settling)
+        finally:
+            admin.poll(0)  # and those of every restore's request: nothing else polls it
+
     return RocksDBState(
         root,
         changelogs,
         settings.state_cache_max_bytes,
         Restorer(lambda: Consumer(restore_conf), retriable=consumer_retriable),
-        lambda tps: changelog_watermarks(admin, tps, settings.startup_timeout, settling=settling),
+        watermarks,
         lock,
     )
 
