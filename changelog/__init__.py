@@ -13,7 +13,8 @@ from changelog.format import (
     processed_offset,
 )
 from changelog.naming import changelog_topic_name
-from changelog.recovery import RestoreProgress, Restorer, RestoreTask
+from changelog.recovery import Restorer
+from changelog.restore_task import RestoreProgress, RestoreTask
 from changelog.topics import ChangelogSpec, ensure_changelog_topics
 from changelog.writer import ChangelogWriter
 

@@ -16,18 +16,13 @@ from __future__ import annotations
 import gc
 import logging
 import time
-from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from itertools import groupby, repeat
-from operator import methodcaller
-from typing import Any, Protocol
+from typing import Any
 
 from confluent_kafka import TopicPartition
 
 from changelog.errors import ChangelogReadError, ErrorTest
-from changelog.filter import should_apply
-from changelog.format import CF_HEADER, PROCESSED_OFFSETS_HEADER, decode_processed_offsets
+from changelog.restore_task import RestoreProgress, RestoreTask
 
 log = logging.getLogger(__name__)
 
@@ -43,207 +38,10 @@ RESTORE_CONSUMER_DEFAULTS: dict[str, Any] = {
     # would sit idle most of the time.
     "fetch.queue.backoff.ms": 10,
 }
-_DECISION_MEMO_MAX = 10_000
 # Small consume() batches: the records' headers are converted while librdkafka's copy of them
 # is still in the CPU cache (~3x less CPU per record at 500 than at 10,000; bench_recovery).
 RESTORE_BATCH = 500
 _POLL_S = 0.05
-
-ChangelogRecord = tuple[bytes, bytes, bytes | None]  # column family, key, value (None = delete)
-DEFAULT_CF_BYTES = b"default"
-_HEADERS, _KEY, _VALUE = methodcaller("headers"), methodcaller("key"), methodcaller("value")
-
-
-class ChangelogBatch(Protocol):
-    """One atomic write being filled (a ``rocksdict.WriteBatch``): default column family."""
-
-    def put(self, key: bytes, value: bytes) -> None: ...
-
-    def delete(self, key: bytes) -> None: ...
-
-
-class RestoreSink(Protocol):
-    """Where a task writes what it restores (a store partition)."""
-
-    def changelog_batch(self) -> ChangelogBatch:
-        """A new empty batch; records of the ``default`` column family go straight in."""
-        ...
-
-    def apply_changelog(
-        self, batch: ChangelogBatch, others: list[ChangelogRecord], last_offset: int
-    ) -> None:
-        """Add ``others`` (other column families) and the changelog offset ``last_offset`` to
-        ``batch`` and write it atomically (it may skip the WAL: see :meth:`finish_restore`)."""
-
-    def finish_restore(self) -> None:
-        """The task is done: make every write so far durable, before processing writes."""
-
-
-@dataclass(slots=True, frozen=True)
-class RestoreProgress:
-    """Where one changelog partition's restore stands (for logs, metrics and readiness)."""
-
-    changelog: str
-    partition: int
-    position: int
-    target: int
-    applied: int
-    skipped: int
-
-    @property
-    def remaining(self) -> int:
-        return max(0, self.target - self.position)
-
-
-@dataclass(slots=True)
-class RestoreTask:
-    """One changelog partition restored into one sink.
-
-    Args:
-        changelog: changelog topic.
-        partition: changelog partition (= input partition).
-        start: first changelog offset to read (stored offset + 1, or the low watermark).
-        target: done when the consumer position reaches it (end offset when the task began).
-        committed: the group's committed offset per input topic for this partition.
-        sink: receives every batch.
-    """
-
-    changelog: str
-    partition: int
-    start: int
-    target: int
-    committed: dict[str, int]
-    sink: RestoreSink
-    applied: int = 0
-    skipped: int = 0
-    position: int = -1
-    decisions: dict[bytes, bool] = field(default_factory=dict)
-
-    def __post_init__(self) -> None:
-        self.position = self.start
-
-    @property
-    def done(self) -> bool:
-        return self.position >= self.target
-
-    def progress(self) -> RestoreProgress:
-        return RestoreProgress(
-            self.changelog, self.partition, self.position, self.target, self.applied, self.skipped
-        )
-
-    def restore(self, messages: list[Any], on_error: Callable[[Any, Any], None]) -> None:
-        """Filter one consumed run of this partition's records and write it to the sink.
-
-        The hot loop of recovery runs in C-level passes (``map``, ``groupby``), not bytecode per
-        record: one checkpoint's records share their headers, so the filter rule runs once per
-        run of identical headers and a kept run goes into the batch with one ``map``.
-        """
-        batch = self.sink.changelog_batch()
-        others: list[ChangelogRecord] = []  # other column families (Quix's TTL system CF)
-        keys = list(map(_KEY, messages))
-        values = list(map(_VALUE, messages))
-        headers = list(map(_HEADERS, messages))
-        if headers.count(headers[0]) == len(headers):  # most batches: within one checkpoint
-            runs: Any = ((headers[0], headers),)
-        else:
-            runs = groupby(headers)
-        start = 0
-        for common, same in runs:
-            end = start + len(list(same))
-            self._restore_run(batch, others, common, messages, keys, values, start, end, on_error)
-            start = end
-        last = messages[-1]
-        if last.error() is not None:  # rare: find the last real record for the offset
-            real = [m for m in messages if m.error() is None]
-            if not real:
-                return
-            last = real[-1]
-        self.sink.apply_changelog(batch, others, last.offset())
-
-    def _restore_run(
-        self, batch: ChangelogBatch, others: list[ChangelogRecord], headers: Any,
-        messages: list[Any], keys: list[Any], values: list[Any], start: int, end: int,
-        on_error: Callable[[Any, Any], None],
-    ) -> None:  # fmt: skip
-        """Apply or skip ``messages[start:end]``, which all carry ``headers``."""
-        cf, raw = _changelog_headers(headers)
-        if raw is not None and not self._decide(raw, messages[start]):
-            self.skipped += end - start
-            return
-        run_keys, run_values = keys[start:end], values[start:end]
-        if cf is None or None in run_keys:  # error events or foreign records: one by one
-            for i in range(start, end):
-                if cf is None or keys[i] is None:
-                    self._not_a_record(messages[i], cf, on_error)  # raises unless an event
-                else:
-                    self.applied += 1
-                    self._apply_one(batch, others, cf, keys[i], values[i])
-            return
-        self.applied += end - start
-        if cf != DEFAULT_CF_BYTES:
-            others.extend(zip(repeat(cf), run_keys, run_values))
-        elif None in run_values:  # tombstones
-            for key, value in zip(run_keys, run_values, strict=True):
-                self._apply_one(batch, others, cf, key, value)
-        else:
-            deque(map(batch.put, run_keys, run_values), maxlen=0)
-
-    @staticmethod
-    def _apply_one(
-        batch: ChangelogBatch, others: list[ChangelogRecord], cf: bytes, key: bytes,
-        value: bytes | None,
-    ) -> None:  # fmt: skip
-        if cf != DEFAULT_CF_BYTES:
-            others.append((cf, key, value))
-        elif value is None:
-            batch.delete(key)
-        else:
-            batch.put(key, value)
-
-    def _not_a_record(
-        self, msg: Any, cf: bytes | None, on_error: Callable[[Any, Any], None]
-    ) -> None:
-        err = msg.error()
-        if err is not None:
-            on_error(err, msg)
-            return
-        raise ChangelogReadError(
-            f"changelog {self.changelog}[{self.partition}]@{msg.offset()}: "
-            f"{'no ' + CF_HEADER + ' header' if cf is None else 'record without key'}; "
-            f"this topic was not written as a state changelog"
-        )
-
-    def _decide(self, raw: bytes, msg: Any) -> bool:
-        keep = self.decisions.get(raw)
-        if keep is not None:
-            return keep
-        try:
-            keep = should_apply(decode_processed_offsets(raw), self.committed)
-        except ValueError as exc:
-            raise ChangelogReadError(
-                f"changelog {self.changelog}[{self.partition}]@{msg.offset()}: {exc}"
-            ) from None
-        if len(self.decisions) >= _DECISION_MEMO_MAX:
-            self.decisions.clear()
-        self.decisions[raw] = keep
-        return keep
-
-
-def _changelog_headers(headers: Any) -> tuple[bytes | None, bytes | None]:
-    """(column family, processed offsets) from headers in any order, either may be absent."""
-    try:  # the layout our writer and Quix's write: column family, processed offsets
-        (cf_name, cf), (raw_name, raw) = headers
-        if cf_name == CF_HEADER and raw_name == PROCESSED_OFFSETS_HEADER:
-            return cf, raw
-    except (TypeError, ValueError):
-        pass
-    cf = raw = None
-    for name, value in headers or ():
-        if name == CF_HEADER:
-            cf = value
-        elif name == PROCESSED_OFFSETS_HEADER:
-            raw = value
-    return cf, raw
 
 
 def _runs(messages: list[Any], mixed: bool) -> list[tuple[int, int]]:

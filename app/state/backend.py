@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Protocol
 
 from app.state.access import StateAccess
-from changelog.recovery import RestoreProgress
+from changelog.restore_task import RestoreProgress
 from changelog.writer import RecordSink
 
 TopicPartitionKey = tuple[str, int]

@@ -18,7 +18,8 @@ from app.state.errors import changelog_errors
 from app.state.locking import StateDirLock
 from app.state.store import StorePartition
 from changelog.format import DEFAULT_CF, changelog_headers, processed_offset
-from changelog.recovery import RestoreProgress, Restorer, RestoreTask
+from changelog.recovery import Restorer
+from changelog.restore_task import RestoreProgress, RestoreTask
 from changelog.writer import ChangelogWriter, RecordSink
 
 log = logging.getLogger(__name__)

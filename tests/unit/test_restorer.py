@@ -10,7 +10,8 @@ from confluent_kafka import KafkaError
 from app.kafka.errors import consumer_retriable
 from changelog.errors import ChangelogReadError
 from changelog.format import changelog_headers
-from changelog.recovery import Restorer, RestoreTask
+from changelog.recovery import Restorer
+from changelog.restore_task import RestoreTask
 
 
 class Msg:
