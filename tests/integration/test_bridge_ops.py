@@ -22,11 +22,16 @@ from tests.support.bridge import (
     http_get,
     json_records,
     metric,
+    metrics_when,
     wait_caught_up,
 )
 from tests.support.kafka import KafkaFixture, wait_until
 
 pytestmark = pytest.mark.integration
+
+# Hang guards, never speed requirements: generous for a bridge starting and joining its group
+# on a loaded 2-core machine.
+GUARD_S = 120
 
 
 def test_metrics_health_and_json_logs(kafka: KafkaFixture, bridges: MakeBridge) -> None:
@@ -37,18 +42,22 @@ def test_metrics_health_and_json_logs(kafka: KafkaFixture, bridges: MakeBridge) 
     settings = base_settings(kafka, src, out, dlq, http_port=port, log_format="json")
     group = settings["group_id"]
     bridge = bridges(**settings).start()
-    wait_until(lambda: http_get(port, "/livez")[0] == 200, 30, "/livez")
-    wait_caught_up(kafka, group, src, 60, [bridge])
-    wait_until(lambda: http_get(port, "/readyz")[0] == 200, 30, "/readyz")
-    status, text = http_get(port, "/metrics")
-    assert status == 200
+    wait_until(lambda: http_get(port, "/livez")[0] == 200, GUARD_S, "/livez")
+    wait_caught_up(kafka, group, src, GUARD_S, [bridge])
+    wait_until(lambda: http_get(port, "/readyz")[0] == 200, GUARD_S, "/readyz")
+    text = metrics_when(
+        port,
+        lambda t: (
+            metric(t, "eos_bridge_checkpoints_total") >= 1
+            and "eos_bridge_consumer_lag_records{" in t
+            and metric(t, "eos_bridge_consumer_lag_records") == 0
+        ),
+        "the last checkpoint counted and the lag at 0",
+    )
     assert metric(text, "eos_bridge_input_records_total") == 5001
     assert metric(text, "eos_bridge_output_records_total") == 5000
     assert metric(text, "eos_bridge_produced_dead_letter_records_total") == 1
-    assert metric(text, "eos_bridge_checkpoints_total") >= 1
     assert metric(text, "eos_bridge_checkpoint_duration_seconds_count") >= 1
-    assert "eos_bridge_consumer_lag_records{" in text
-    assert metric(text, "eos_bridge_consumer_lag_records") == 0
     assert metric(text, "eos_bridge_rebalances_total") >= 1
     assert http_get(port, "/nope")[0] == 404
     assert bridge.terminate() == 0
@@ -71,7 +80,7 @@ def test_sigterm_during_start_up_stops_cleanly(
     monkeypatch.setenv("EOS_TEST_START_GATE", str(gate))
     settings = base_settings(kafka, src, out, dlq, pipeline="tests.startup_gate:pipeline")
     bridge = bridges(**settings).start()
-    wait_until(lambda: (gate / "reached").exists() or not bridge.running(), 60, "the gate")
+    wait_until(lambda: (gate / "reached").exists() or not bridge.running(), GUARD_S, "the gate")
     assert bridge.running(), bridge.logs()
     assert bridge.proc is not None
     bridge.proc.send_signal(signal.SIGTERM)
@@ -111,7 +120,7 @@ def test_at_least_once_mode_delivers_everything(kafka: KafkaFixture, bridges: Ma
     kafka.seed(src, values, keys)
     settings = base_settings(kafka, src, out, dlq, processing_guarantee="at-least-once")
     bridge = bridges(**settings).start()
-    wait_caught_up(kafka, settings["group_id"], src, 60, [bridge])
+    wait_caught_up(kafka, settings["group_id"], src, GUARD_S, [bridge])
     assert bridge.terminate() == 0
     ids = {orjson.loads(r.value)["id"] for r in kafka.read_all(out)}
     assert ids == {f"r{i}" for i in range(10_000)}

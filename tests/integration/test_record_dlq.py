@@ -24,6 +24,7 @@ from tests.support.bridge import (
     bridge_topics,
     http_get,
     metric,
+    metrics_when,
     wait_caught_up,
 )
 from tests.support.kafka import KafkaFixture, wait_until
@@ -212,7 +213,14 @@ def test_route_to_a_missing_topic_runs_at_full_speed_without_aborts(
     )  # fmt: skip
     bridge = bridges(**settings).start()
     wait_caught_up(kafka, settings["group_id"], src, 300, [bridge])
-    _, text = http_get(port, "/metrics")
+    text = metrics_when(
+        port,
+        lambda t: (
+            metric(t, "eos_bridge_dead_letter_records_total") >= n // 2
+            and metric(t, "eos_bridge_checkpoints_total") >= 1
+        ),
+        "the last checkpoint and its dead letters counted",
+    )
     _assert_no_trouble(bridge)
 
     assert metric(text, "eos_bridge_transaction_aborts_total") == 0

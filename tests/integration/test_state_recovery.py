@@ -100,6 +100,11 @@ def test_recovery_waits_for_an_open_transaction_before_the_high_watermark(
     backend.assign([tp])
     assert not backend.recover({tp: 10}, 2.0), "recovery must not end behind an open transaction"
     assert backend.pending_recovery() == [tp]
+    # What the budget alone cannot show (a slow machine may simply not have got there): the
+    # restore aims at the high watermark, past the open transaction and the record behind it.
+    hw = kafka.end_offsets(changelog, read_committed=False)[0]
+    assert hw > kafka.end_offsets(changelog)[0], "the zombie's transaction must still be open"
+    assert [(p.partition, p.target) for p in backend.progress()] == [(0, hw)]
     zombie.abort_transaction(30)
     recover_all(backend, [tp], committed=10)
     assert _values(backend, src, [b"d", b"z"]) == {b"d": b"1", b"z": None}

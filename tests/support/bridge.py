@@ -9,6 +9,7 @@ import sys
 import threading
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -170,3 +171,20 @@ def metric(text: str, name: str, **labels: str) -> float:
         if ours and all(w in line for w in wanted):
             total += float(line.rsplit(" ", 1)[1])
     return total
+
+
+def metrics_when(port: int, ready: Callable[[str], bool], what: str, timeout: float = 60) -> str:
+    """The bridge's /metrics text once ``ready(text)`` holds.
+
+    A checkpoint's counters (checkpoints, dead letters by class) and the lag gauge are updated
+    just *after* its commit, which the test may see first: a scrape right after
+    :func:`wait_caught_up` can come before them, so the test waits for them instead.
+    """
+    scraped = [""]
+
+    def scrape() -> bool:
+        scraped[0] = http_get(port, "/metrics")[1]
+        return ready(scraped[0])
+
+    wait_until(scrape, timeout, what)
+    return scraped[0]
