@@ -11,6 +11,7 @@ import base64
 import ctypes
 import json
 import os
+import random
 import shutil
 import signal
 import socket
@@ -42,16 +43,42 @@ def free_port() -> int:
 
 def free_ports(n: int) -> list[int]:
     """``n`` distinct TCP ports on 127.0.0.1 that are free right now (all bound at once, so
-    no two are the same). Another process can still take one before it is used: callers
-    that bind later retry on a clash (see :meth:`LocalKafka.start`)."""
-    sockets = [socket.socket(socket.AF_INET, socket.SOCK_STREAM) for _ in range(n)]
+    no two are the same).
+
+    They are drawn below the kernel's ephemeral range (``ip_local_port_range``), where no
+    outgoing connection takes a port by itself: a port handed out here and bound a moment
+    later by a broker, a bridge's HTTP server or Toxiproxy cannot be taken meanwhile by one of
+    the many client connections a test opens. Another process binding explicitly can still
+    take one: callers that bind later retry on a clash (see :meth:`LocalKafka.start`).
+    """
+    low = _ephemeral_low()
+    rng = random.SystemRandom()
+    sockets: list[socket.socket] = []
     try:
-        for s in sockets:
-            s.bind(("127.0.0.1", 0))
+        while len(sockets) < n:
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            try:
+                s.bind(("127.0.0.1", rng.randrange(_PORTS_FROM, low)))
+            except OSError:  # in use: draw again
+                s.close()
+                continue
+            sockets.append(s)
         return [int(s.getsockname()[1]) for s in sockets]
     finally:
         for s in sockets:
             s.close()
+
+
+_PORTS_FROM = 20000  # above the ports services usually listen on
+
+
+def _ephemeral_low() -> int:
+    """The first port of the kernel's ephemeral range (32768 when it cannot be read)."""
+    try:
+        low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+    return low if low > _PORTS_FROM + 1000 else 32768
 
 
 def die_with_parent() -> None:
