@@ -103,9 +103,10 @@ def rolling_bridge_restart(scene: Scene, rng: random.Random) -> None:
         scene.open_transaction()
         code = bridge.terminate(90)
         if code == 3 and _ended_by_watchdog(bridge):
-            # An earlier fault of the round (a coordinator SIGKILL) left a transactional
-            # librdkafka call hanging; the watchdog ends such a call with exit 3 whether or not
-            # SIGTERM came meanwhile (README "Errors and exit codes"). Counted as a restart.
+            # An earlier fault of the round (a group coordinator SIGKILL) left a transactional
+            # librdkafka call hanging past its timeout (librdkafka issues #5456, #5511:
+            # send_offsets_to_transaction); the watchdog ends such a call with exit 3 whether
+            # or not SIGTERM came meanwhile (README "Errors and exit codes"). A restart.
             scene.sup.restarts += 1
         else:
             assert code == 0, f"{bridge.log_path.name} exited {code} on SIGTERM"
