@@ -10,6 +10,8 @@ import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from devkit.kafka.cluster import die_with_parent
+
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -43,6 +45,7 @@ def run_command(argv: Sequence[str], env: Mapping[str, str], log: Path, timeout:
             stdout=out,
             stderr=subprocess.STDOUT,
             start_new_session=True,
+            preexec_fn=die_with_parent,  # a killed pytest leaves no Spark JVM behind
         )
         try:
             code = proc.wait(timeout=timeout)

@@ -22,6 +22,8 @@ from typing import IO, Any
 
 import pyspark
 
+from devkit.kafka.cluster import die_with_parent
+
 SPARK_HOME = Path(pyspark.__file__).parent
 SPARK_CLASS = SPARK_HOME / "bin" / "spark-class"
 MASTER_CLASS = "org.apache.spark.deploy.master.Master"
@@ -146,6 +148,7 @@ class StandaloneCluster:
             stdout=out,
             stderr=subprocess.STDOUT,
             start_new_session=True,
+            preexec_fn=die_with_parent,  # a killed pytest leaves no Spark JVM behind
         )
         self.daemons.append(Daemon(name, proc, log, out))
 
