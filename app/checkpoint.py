@@ -6,9 +6,9 @@ import logging
 import time
 from typing import Any
 
-from confluent_kafka import KafkaException, TopicPartition
+from confluent_kafka import TopicPartition
 
-from app.errors import CheckpointAborted
+from app.errors import BridgeError, CheckpointAborted
 from app.metrics import Metrics
 from app.output import Output
 from app.state.backend import StateBackend
@@ -162,7 +162,7 @@ class Checkpoint:
             try:
                 for tp in self._txn.committed(unknown):
                     self._committed[(tp.topic, tp.partition)] = tp.offset
-            except KafkaException as exc:  # the coordinator is away: ask again next interval
+            except BridgeError as exc:  # the coordinator is away: look again next interval
                 log.debug("committed offsets unknown, checked next interval: %s", exc)
                 return False
         self._skipped = any(

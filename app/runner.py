@@ -252,6 +252,10 @@ def run(settings: BridgeSettings) -> int:
         log.error("fatal: %s; exiting so Kubernetes restarts the instance", exc)
         bridge.close_after_failure()
         return EXIT_FATAL
+    except KafkaException as exc:  # a client call nobody mapped, raised while reacting
+        log.error("fatal: %s; exiting so Kubernetes restarts the instance", describe(exc))
+        bridge.close_after_failure()
+        return EXIT_FATAL
     finally:
         watchdog.stop()
         if server is not None:

@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 from confluent_kafka import OFFSET_BEGINNING, KafkaException, TopicPartition
 
 from app.errors import CheckpointAborted, KafkaFatalError, ProducerFenced
-from app.kafka.errors import Reaction, bridge_error, classify, describe
+from app.kafka.errors import Reaction, bridge_error, classify, describe, settling
 from app.watchdog import Watchdog
 
 log = logging.getLogger(__name__)
@@ -25,6 +25,7 @@ T = TypeVar("T")
 # The watchdog's deadline for a call = librdkafka's timeout argument + this margin: the call
 # is given every chance to return by itself before the process is ended.
 _GRACE_S = 15.0
+_LOOKUP_PAUSE_S = 0.2  # between look-ups while the group coordinator moves
 
 
 class Transactions:
@@ -201,12 +202,35 @@ class Transactions:
                 self._consumer.consume(1, 0.05)
 
     def committed(self, partitions: list[TopicPartition]) -> list[TopicPartition]:
-        """The group's committed offsets of ``partitions`` (bounded by the watchdog)."""
-        with self._watchdog.guard("committed", self._timeout + _GRACE_S, "group coordinator"):
-            result: list[TopicPartition] = self._consumer.committed(
-                partitions, timeout=self._timeout
-            )
-        return result
+        """The group's committed offsets of ``partitions``, each call bounded by the watchdog.
+
+        The group coordinator moving or loading (a broker restart, a failover) is asked again,
+        after a short pause, for up to ``call_timeout``.
+
+        Raises:
+            KafkaFatalError: still unreadable after ``call_timeout``, or an error no retry
+                repairs (a mapped :class:`app.errors.BridgeError` in general).
+        """
+        deadline = time.monotonic() + self._timeout
+        while True:
+            try:
+                with self._watchdog.guard(
+                    "committed", self._timeout + _GRACE_S, "group coordinator"
+                ):
+                    result: list[TopicPartition] = self._consumer.committed(
+                        partitions, timeout=self._timeout
+                    )
+                return result
+            except KafkaException as exc:
+                if not settling(exc):
+                    raise bridge_error("committed offsets", exc) from exc
+                if time.monotonic() >= deadline:
+                    raise KafkaFatalError(
+                        f"committed offsets not readable within {self._timeout:.0f}s: "
+                        f"{describe(exc)}"
+                    ) from exc
+                log.warning("committed offsets: %s; asking again", describe(exc))
+                time.sleep(_LOOKUP_PAUSE_S)
 
     def abort_quietly(self) -> None:
         """After a fatal error: abort what can be aborted; the broker aborts the rest."""

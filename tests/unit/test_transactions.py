@@ -186,3 +186,41 @@ def test_new_producer_fenced_at_init_is_recreated_again() -> None:
     o.txn._new_producer = fenced_once
     o.txn.recreate("fenced")
     assert len(o.producers) == 3 and o.producer.calls == ["init_transactions", "begin_transaction"]
+
+
+# ---- the group's committed offsets (rewind, recovery, the idle look) ------------------------
+
+
+def test_committed_asks_again_while_the_group_coordinator_moves() -> None:
+    """Nemesis seed 1, rounds 58 and 60: a rewind after a fenced producer met NOT_COORDINATOR
+    (the coordinator's broker had just been killed); that ended the bridge with exit 2."""
+    o = Owner()
+    o.consumer.committed_offsets = {("in", 0): 7}
+    o.consumer.fail["committed"] = [
+        kafka_exc(KafkaError.NOT_COORDINATOR),
+        kafka_exc(KafkaError.COORDINATOR_LOAD_IN_PROGRESS),
+    ]
+    assert [tp.offset for tp in o.txn.committed([TopicPartition("in", 0)])] == [7]
+    assert o.consumer.calls.count("committed") == 3
+
+
+def test_rewind_after_a_recreate_survives_a_moving_group_coordinator() -> None:
+    o = Owner()
+    o.consumer.committed_offsets = {("in", 0): 7}
+    o.consumer.fail["committed"] = [kafka_exc(KafkaError.NOT_COORDINATOR)]
+    o.txn.recreate("fenced")
+    assert o.consumer.seeks == [("in", 0, 7)]
+
+
+def test_committed_still_unreadable_after_the_call_timeout_is_fatal() -> None:
+    o = Owner(call_timeout=0.0)
+    o.consumer.fail["committed"] = [kafka_exc(KafkaError.NOT_COORDINATOR)]
+    with pytest.raises(KafkaFatalError, match="committed offsets not readable"):
+        o.txn.committed([TopicPartition("in", 0)])
+
+
+def test_committed_error_no_retry_repairs_is_mapped_not_raw() -> None:
+    o = Owner()
+    o.consumer.fail["committed"] = [kafka_exc(KafkaError.GROUP_AUTHORIZATION_FAILED)]
+    with pytest.raises(KafkaFatalError, match="committed offsets"):
+        o.txn.committed([TopicPartition("in", 0)])
