@@ -160,17 +160,24 @@ def test_changelog_produce_fails(
 @pytest.mark.chaos
 def test_offset_commit_fails(kafka: KafkaFixture, tmp_path: Path, bridges: Make) -> None:
     """Acceptance 4, Quix scenario 3: changelog records are produced but the checkpoint's
-    offsets never commit (every 3rd checkpoint aborts after the flush), with a kill and a wipe
-    so recovery has to read past the aborted changelog records. A checkpoint every 1,000
-    records, so each process sees several aborts however fast it runs."""
-    s, feeder = _setup(kafka, tmp_path, 40_000, "counting", fault_abort_every=3, commit_every=1000)
+    offsets never commit (every 3rd checkpoint with records aborts after the flush), with a
+    kill and a wipe so recovery has to read past the aborted changelog records.
+
+    Each process is fed in three phases, each fed once the previous one is committed: at
+    least three checkpoints with records, so the fault fires in both processes however fast
+    the machine is (time-based checkpoints, so the kill still finds an open transaction)."""
+    s, feeder = _setup(kafka, tmp_path, 50_000, "counting", fault_abort_every=3)
     bridge = bridges(**s).start()
-    _phase(kafka, feeder, s, 15_000, bridge)
+    for _ in range(3):
+        _phase(kafka, feeder, s, 5_000, bridge)
+    assert bridge.logs().count("fault injection: aborting checkpoint") >= 1
     _kill(kafka, bridge, s, feeder)
     shutil.rmtree(s["state_dir"])
     bridge.start()
+    for _ in range(3):
+        _phase(kafka, feeder, s, 2_000, bridge)
     _finish(kafka, bridge, s, feeder)
-    assert "fault injection: aborting checkpoint" in bridge.logs()
+    assert bridge.logs().count("fault injection: aborting checkpoint") >= 2
     changelog = changelog_topic_name(s["group_id"], s["input_topics"][0], "counts")
     assert len(kafka.read_all(changelog, read_committed=False)) > len(kafka.read_all(changelog))
     assert_counts_exact(kafka, s["input_topics"][0], s["output_topic"])
