@@ -34,7 +34,7 @@ from app.metrics import LagReport, Metrics
 from app.output import Output
 from app.pipeline.builder import Pipeline
 from app.pipeline.record import Row
-from app.pipeline.steps import Failure, StepContext, fuse
+from app.pipeline.steps import Failure, StepContext, fuse, reads_value
 from app.rebalance import Rebalancer
 from app.state.backend import StateBackend
 from app.transactions import Transactions
@@ -84,7 +84,8 @@ class Bridge:
         self._poll_timeout = poll_timeout
         self._retries = retries
         self._dead_letter = dead_letter
-        self._decode = orjson.loads if decode_json else None
+        # A pipeline whose first step ignores the value (count by key) does not parse it.
+        self._decode = orjson.loads if decode_json and reads_value(pipeline.steps) else None
         # An abort drops all uncommitted work: state cache, latched delivery errors, the count.
         for discard in (state.discard, output.reset, checkpoint.abandon):
             txn.on_abort(discard)

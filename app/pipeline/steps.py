@@ -60,6 +60,13 @@ class Step(Protocol):
     def __call__(self, rows: list[Row], ctx: StepContext) -> list[Row]: ...
 
 
+def reads_value(steps: list[Step]) -> bool:
+    """Whether the input value must be decoded: False when the first step ignores it and
+    replaces it (``reads_value = False`` on its class, e.g. ``Count``). A pipeline without
+    steps writes the decoded value back, so it reads it."""
+    return not steps or getattr(steps[0], "reads_value", True)
+
+
 @dataclass(slots=True)
 class Filter:
     """Keep the rows whose value satisfies ``predicate``."""

@@ -116,7 +116,9 @@ class FaultyState(NoState):
 class Harness:
     """A Bridge over fakes: one input record at in[0]@0, a checkpoint after every record."""
 
-    def __init__(self, messages: list[FakeMessage] | None = None) -> None:
+    def __init__(
+        self, messages: list[FakeMessage] | None = None, pipeline: Pipeline | None = None
+    ) -> None:
         self.producers: list[FakeProducer] = []
         self.consumer = FakeConsumer()
         self.consumer.positions = {("in", 0): 1}
@@ -136,7 +138,8 @@ class Harness:
             interval=60.0, every=1, flush_timeout=5.0,
         )  # fmt: skip
         self.bridge = Bridge(
-            self.consumer, self.txn, output, Pipeline(), self.state, checkpoint, self.metrics,
+            self.consumer, self.txn, output, pipeline or Pipeline(), self.state, checkpoint,
+            self.metrics,
             Health(30.0), watchdog,
             topics=["in"], instance_id="i0", batch_size=10, poll_timeout=0.0, retries=0,
             dead_letter=True, decode_json=True,
@@ -165,6 +168,17 @@ def test_a_clean_run_commits_once_and_never_aborts() -> None:
     h.bridge.run()
     assert h.commits() == 1 and len(h.producers) == 1
     assert h.consumer.seeks == []
+
+
+def test_a_pipeline_that_starts_by_counting_never_parses_values() -> None:
+    """count reads the key alone: a value that is not JSON is counted, not dead-lettered;
+    a pipeline that reads values dead-letters it as a deserialization error."""
+    bad = FakeMessage(value=b"not json", key=b"k")
+    rows, failures = Harness(pipeline=Pipeline().count()).bridge._decode_batch([bad])
+    assert [r.value for r in rows] == [b"not json"] and failures == []
+    rows, failures = Harness(pipeline=Pipeline().map(dict)).bridge._decode_batch([bad])
+    assert rows == [] and [f.step for f in failures] == ["deserialize"]
+    assert "in[0]@0: not JSON" in str(failures[0].error)
 
 
 def test_retriable_commit_error_is_retried_not_aborted() -> None:

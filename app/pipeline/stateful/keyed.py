@@ -12,7 +12,7 @@ they came from.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 import orjson
 
@@ -117,10 +117,15 @@ def _sweep(view: StateView, ttl: int) -> None:
 
 @dataclass(slots=True)
 class Count:
-    """Count records per key; each input becomes ``{"key", "count", "_source_*"}``."""
+    """Count records per key; each input becomes ``{"key", "count", "_source_*"}``.
+
+    It reads the Kafka key alone, so a pipeline that starts with it never parses input values
+    (as Kafka Streams' ``groupByKey().count()`` over a byte-array value serde).
+    """
 
     name: str = "count"
     stateful: bool = True
+    reads_value: ClassVar[bool] = False
 
     @property
     def store(self) -> str:
