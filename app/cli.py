@@ -158,6 +158,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KafkaException as exc:  # the tools talk to Kafka directly
         print(f"eos-bridge {name}: {describe(exc)}", file=sys.stderr)
         return EXIT_USAGE
+    except TimeoutError as exc:  # an admin request the broker did not answer in time
+        why = f": {exc}" if str(exc) else ""
+        print(f"eos-bridge {name}: Kafka did not answer in time{why}", file=sys.stderr)
+        return EXIT_USAGE
     except KeyboardInterrupt:
         return 130
     return code

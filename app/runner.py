@@ -99,7 +99,7 @@ def _batch_limit(admin: AdminClient, topics: list[str], timeout: float) -> int |
         try:
             configs = admin.describe_configs([resource])[resource].result(timeout)
             limits.append(int(configs["max.message.bytes"].value))
-        except (KafkaException, KeyError, ValueError) as exc:  # no DescribeConfigs ACL: skip
+        except (KafkaException, KeyError, ValueError, TimeoutError) as exc:  # no ACL: skip
             log.info("cannot read max.message.bytes of %s (%s)", topic, describe(exc))
     return min(limits) if limits else None
 
@@ -233,6 +233,13 @@ def run(settings: BridgeSettings) -> int:
         return EXIT_CONFIG
     except KafkaFatalError as exc:
         log.error("cannot start: %s", exc)
+        return EXIT_FATAL
+    except TimeoutError as exc:  # an admin request the broker never answered (a busy broker)
+        log.error(
+            "cannot start: Kafka did not answer a start-up request within startup_timeout="
+            "%.0fs%s; exiting so Kubernetes restarts the instance",
+            settings.startup_timeout, f" ({exc})" if str(exc) else "",
+        )  # fmt: skip
         return EXIT_FATAL
     built.append(bridge)
     bridge.stopping = bool(stop_requested)

@@ -10,6 +10,7 @@ missing ACL is named before the first record is read.
 
 from __future__ import annotations
 
+import logging
 import os
 import time
 from collections.abc import Iterable, Mapping
@@ -20,6 +21,8 @@ from confluent_kafka.admin import AclOperation, AdminClient
 
 from app.errors import ConfigError
 from app.kafka.errors import kafka_error
+
+log = logging.getLogger(__name__)
 
 # librdkafka settings that name a file the client must read at start.
 _FILE_KEYS = (
@@ -168,6 +171,9 @@ def check_acls(
             allowed = future.result(timeout).authorized_operations
         except KafkaException as exc:
             raise _acl_error(conf, f"topic {topic!r} ({setting})", op, _reason(exc)) from None
+        except TimeoutError:  # a broker too busy to answer: the clients report a refusal
+            log.warning(_UNCHECKED, f"topic {topic!r}", timeout)
+            continue
         if allowed is not None and op not in allowed:
             raise _acl_error(conf, f"topic {topic!r} ({setting})", op, "not granted")
     allowed = _group_operations(admin, group, timeout)
@@ -177,22 +183,34 @@ def check_acls(
 
 def _group_operations(admin: AdminClient, group: str, timeout: float) -> list[Any] | None:
     """What the principal may do with ``group``; None when the broker cannot say yet (its
-    group coordinator still loading, say): the consumer will report a refusal itself."""
+    group coordinator still loading, or no answer within ``timeout`` on a busy broker that is
+    still creating ``__consumer_offsets``): the consumer will report a refusal itself."""
     deadline = time.monotonic() + timeout
     while True:
+        left = max(deadline - time.monotonic(), 0.1)
         (future,) = admin.describe_consumer_groups(
-            [group], request_timeout=timeout, include_authorized_operations=True
+            [group], request_timeout=left, include_authorized_operations=True
         ).values()
         try:
-            ops: list[Any] | None = future.result(timeout).authorized_operations
+            ops: list[Any] | None = future.result(left).authorized_operations
             return ops
         except KafkaException as exc:
             err = exc.args[0] if exc.args else None
             if isinstance(err, KafkaError) and err.code() == KafkaError.GROUP_AUTHORIZATION_FAILED:
                 return []
-            if time.monotonic() > deadline:
-                return None
+        except TimeoutError:
+            pass
+        if time.monotonic() > deadline:
+            log.warning(_UNCHECKED, f"group {group!r}", timeout)
+            return None
         time.sleep(0.2)
+
+
+_UNCHECKED = (
+    "could not learn what this principal may do with %s within startup_timeout=%.0fs (no "
+    "answer from the broker); starting anyway: a missing ACL is reported by the client that "
+    "needs it"
+)
 
 
 def _acl_error(conf: Mapping[str, Any], resource: str, op: AclOperation, why: str) -> ConfigError:
