@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -69,16 +70,31 @@ class DocSession:
                 )  # fmt: skip
             self.background.append((block, proc, log))
             return
-        try:
-            done = subprocess.run(
+        out = self.workdir / f"block-{block.line}.log"
+        with out.open("wb") as sink:
+            proc = subprocess.Popen(
                 ["bash", "-e", "-o", "pipefail", "-c", block.script],
-                cwd=REPO, env=self.env, capture_output=True, text=True,
-                timeout=BLOCK_TIMEOUT, check=False,
+                cwd=REPO, env=self.env, stdout=sink, stderr=subprocess.STDOUT,
+                start_new_session=True,
             )  # fmt: skip
-        except subprocess.TimeoutExpired as exc:
-            self._fail(block, f"still running after {BLOCK_TIMEOUT:.0f}s", _text(exc.stdout))
-        if done.returncode != 0:
-            self._fail(block, f"exit code {done.returncode}", done.stdout + done.stderr)
+        deadline = time.monotonic() + BLOCK_TIMEOUT
+        while (code := proc.poll()) is None:
+            # A block that waits on a background command (`tail --max N` on the bridge's
+            # output) fails at once, with the reason, when that command has ended.
+            ended = [(b, p.poll()) for b, p, _ in self.background if p.poll() is not None]
+            if ended or time.monotonic() > deadline:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+                what = (
+                    f"background {ended[0][0].where} ended (exit code {ended[0][1]}) while "
+                    f"this block waited"
+                    if ended
+                    else f"still running after {BLOCK_TIMEOUT:.0f}s"
+                )
+                self._fail(block, what, out.read_text(errors="replace"))
+            time.sleep(0.2)
+        if code != 0:
+            self._fail(block, f"exit code {code}", out.read_text(errors="replace"))
 
     def ctrl_c(self) -> None:
         """SIGINT every background command, as Ctrl-C in its terminal; each must exit 0."""
@@ -107,12 +123,6 @@ class DocSession:
             for b, _, log in self.background
         )
         pytest.fail(f"{block.where}: {what}\n{block.script}\n--- output:\n{output[-6000:]}{bg}")
-
-
-def _text(data: bytes | str | None) -> str:
-    if isinstance(data, bytes):
-        return data.decode(errors="replace")
-    return data or ""
 
 
 @pytest.fixture(scope="module")
@@ -155,7 +165,8 @@ def test_blocks_and_markers_are_extracted(tmp_path: Path) -> None:
 
 
 def test_a_failing_block_and_an_unclean_stop_fail_the_test(tmp_path: Path) -> None:
-    """The harness can fail: a non-zero exit, and a background command that Ctrl-C kills."""
+    """The harness can fail: a non-zero exit, a background command that Ctrl-C kills, and
+    one that ends while a block waits on it."""
     session = DocSession(tmp_path, broker=False)
     doc = tmp_path / "doc.md"
     try:
@@ -173,5 +184,11 @@ def test_a_failing_block_and_an_unclean_stop_fail_the_test(tmp_path: Path) -> No
         wait_until(trapped.exists, 60, "the background block to set its trap")
         with pytest.raises(pytest.fail.Exception, match=r"doc.md:5: exit code 7 after Ctrl-C"):
             session.ctrl_c()
+        # A block waiting on a background command that died fails at once, naming it.
+        session.run(Block(doc, 9, "exit 4\n", background=True))
+        waiting = "while true; do sleep 0.1; done\n"
+        expected = r"doc.md:12: background doc.md:9 ended \(exit code 4\) while this block waited"
+        with pytest.raises(pytest.fail.Exception, match=expected):
+            session.run(Block(doc, 12, waiting))
     finally:
         session.close()
