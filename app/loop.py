@@ -29,7 +29,13 @@ from app.errors import (
     StateCorrupted,
 )
 from app.health import Health
-from app.kafka.errors import Reaction, bridge_error, classify_consumer, describe
+from app.kafka.errors import (
+    Reaction,
+    bridge_error,
+    classify_consumer,
+    describe,
+    offsets_unfetched,
+)
 from app.metrics import LagReport, Metrics
 from app.output import Output
 from app.pipeline.builder import Pipeline
@@ -94,6 +100,7 @@ class Bridge:
         self._progress = ProgressLog(consumer, metrics)
         self._lag = LagReport(consumer, metrics)
         self.stopping = False
+        self._offsets_unfetched = False  # librdkafka #5586: see Rebalancer.reassign_at_committed
         # Pipelines of filters and dict maps run fused (one pass, no Row objects); a batch
         # with anything unusual falls back to the steps (see app.pipeline.steps.fuse).
         self._fused = fuse(
@@ -155,6 +162,11 @@ class Bridge:
         self._rebalancer.raise_pending()
         if messages:
             self._process_bounded(messages)
+        if self._offsets_unfetched:
+            self._offsets_unfetched = False
+            self._metrics.aborts.labels("offsets_unfetched").inc()
+            self._txn.abort("the consumer could not fetch its committed offsets", rewind=False)
+            self._rebalancer.reassign_at_committed()
         if self._checkpoint.due():
             self._checkpoint.commit()
             self._lag.update()  # at the committed positions: what a group-lag tool shows
@@ -306,6 +318,10 @@ class Bridge:
             )
         if reaction is Reaction.FATAL:
             raise KafkaFatalError(f"consumer: {describe(err)}")
+        if offsets_unfetched(err):  # librdkafka does not retry this one (#5586)
+            self._offsets_unfetched = True
+            log.warning("consumer error: %s; re-assigning at the committed offsets", describe(err))
+            return
         log.warning("consumer error (librdkafka retries): %s", describe(err))
 
     def _state_access(self) -> Any:

@@ -132,6 +132,32 @@ class Rebalancer:
         self._health.set_ready(False, "partitions lost, rejoining")
         self._metrics.ready.set(0)
 
+    def reassign_at_committed(self) -> None:
+        """Assign the current partitions again, each at its committed offset.
+
+        librdkafka issue #5586 (open): when the OffsetFetch that follows an assignment fails
+        with a request-level ``NOT_COORDINATOR`` (the group coordinator just moved), the
+        partitions wait for their committed offsets forever: no fetch, no retry, no error
+        after the first. An ``assign()`` with explicit offsets starts them. The caller aborted
+        the open transaction first, so every partition restarts from what is committed.
+        """
+        assignment = self._consumer.assignment()
+        if not assignment:
+            return
+        reset = self._txn.reset_offset
+        targets = [
+            TopicPartition(tp.topic, tp.partition, tp.offset if tp.offset >= 0 else reset)
+            for tp in self._txn.committed(assignment)
+        ]
+        self._consumer.assign(targets)
+        pending = self._state.pending_recovery()
+        if pending:  # still restoring: stays paused until recover() resumes it
+            self._consumer.pause([TopicPartition(t, p) for t, p in pending])
+        log.warning(
+            "re-assigned %s at their committed offsets (librdkafka could not fetch them)",
+            [(tp.topic, tp.partition, tp.offset) for tp in targets],
+        )
+
     def restore_again(self, partitions: list[tuple[str, int]]) -> None:
         """State corrupted: wipe these partitions' stores, restore them from the changelog
         (paused meanwhile; :meth:`recover` resumes them)."""

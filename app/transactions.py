@@ -176,6 +176,11 @@ class Transactions:
             self.rewind()
         self.begin()
 
+    @property
+    def reset_offset(self) -> int:
+        """Where a partition without a committed offset starts (``auto.offset.reset``)."""
+        return self._reset_offset
+
     def rewind(self) -> None:
         """Seek every assigned partition back to its committed offset (none → reset policy)."""
         assignment = self._consumer.assignment()
@@ -184,7 +189,7 @@ class Transactions:
         committed = self.committed(assignment)
         targets = [
             TopicPartition(
-                tp.topic, tp.partition, tp.offset if tp.offset >= 0 else self._reset_offset
+                tp.topic, tp.partition, tp.offset if tp.offset >= 0 else self.reset_offset
             )
             for tp in committed
         ]

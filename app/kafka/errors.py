@@ -144,6 +144,12 @@ def classify_consumer(err: KafkaError) -> Reaction:
     return Reaction.RETRY
 
 
+def offsets_unfetched(err: KafkaError) -> bool:
+    """The consumer's OffsetFetch for its new assignment failed as a whole, which librdkafka
+    does not retry (issue #5586): its partitions would never be fetched."""
+    return "Failed to fetch committed offsets" in err.str()
+
+
 def consumer_retriable(err: KafkaError) -> bool:
     """librdkafka retries this consumer error by itself (:func:`classify_consumer`)."""
     return classify_consumer(err) is Reaction.RETRY

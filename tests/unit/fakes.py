@@ -126,6 +126,7 @@ class FakeConsumer(Scripted):
         self.resumed: list[tuple[str, int]] = []
         self.batches: list[list[FakeMessage]] = []
         self.on_empty: Any = None  # called when batches run out (e.g. to stop the loop)
+        self.assigned: list[tuple[str, int, int]] = []  # the last assign(), with offsets
 
     def assignment(self) -> list[TopicPartition]:
         return list(self._assignment)
@@ -166,6 +167,11 @@ class FakeConsumer(Scripted):
 
     def subscribe(self, topics: list[str], **callbacks: Any) -> None:
         self.callbacks = callbacks
+
+    def assign(self, tps: list[TopicPartition]) -> None:
+        self._call("assign")
+        self.assigned = [(tp.topic, tp.partition, tp.offset) for tp in tps]
+        self._assignment = [TopicPartition(tp.topic, tp.partition) for tp in tps]
 
     def pause(self, tps: list[TopicPartition]) -> None:
         self.paused += [(tp.topic, tp.partition) for tp in tps]

@@ -11,7 +11,7 @@ from typing import Any
 
 import orjson
 import pytest
-from confluent_kafka import KafkaError
+from confluent_kafka import OFFSET_BEGINNING, KafkaError, TopicPartition
 
 from app.checkpoint import Checkpoint
 from app.collector import RecordCollector
@@ -179,6 +179,28 @@ def test_a_pipeline_that_starts_by_counting_never_parses_values() -> None:
     rows, failures = Harness(pipeline=Pipeline().map(dict)).bridge._decode_batch([bad])
     assert rows == [] and [f.step for f in failures] == ["deserialize"]
     assert "in[0]@0: not JSON" in str(failures[0].error)
+
+
+def test_an_offset_fetch_librdkafka_gives_up_on_is_re_assigned_at_the_committed_offsets() -> None:
+    """librdkafka #5586: after "Failed to fetch committed offsets" (a request-level
+    NOT_COORDINATOR) the partitions are never fetched; the bridge aborts what is open and
+    assigns them again with explicit offsets (committed, or the reset policy without one)."""
+    unfetched = KafkaError(
+        KafkaError.NOT_COORDINATOR,
+        'Failed to fetch committed offsets for 0 partition(s) in group "g": Broker: Not '
+        "coordinator",
+    )
+    h = Harness([FakeMessage(offset=0), FakeMessage(error=unfetched)])
+    h.consumer._assignment.append(TopicPartition("in", 1))
+    h.consumer.committed_offsets = {("in", 0): 7}
+    h.bridge.run()
+    assert h.consumer.assigned == [("in", 0, 7), ("in", 1, OFFSET_BEGINNING)]
+    assert h.aborts("offsets_unfetched") == 1
+    assert h.consumer.seeks == []  # assign, not seek: a partition that never fetched refuses it
+    other = KafkaError(KafkaError.NOT_COORDINATOR, "Broker: Not coordinator")
+    h = Harness([FakeMessage(error=other)])
+    h.bridge.run()
+    assert h.consumer.assigned == [] and h.aborts("offsets_unfetched") == 0
 
 
 def test_retriable_commit_error_is_retried_not_aborted() -> None:
