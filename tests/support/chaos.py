@@ -207,17 +207,37 @@ class Supervisor:
             bridge.kill()
             bridge.start()
 
-    def wait(self, condition: Callable[[], bool], timeout: float, what: str) -> None:
+    def wait(
+        self,
+        condition: Callable[[], bool],
+        timeout: float,
+        what: str,
+        detail: Callable[[], str] | None = None,
+    ) -> None:
+        """``wait_until`` with the bridges supervised; on a timeout the message adds the last
+        error of the test's own probe and ``detail()`` (what the test saw last)."""
+        last_error: list[str] = []
+
         def supervised() -> bool:
             self.check()
             try:
                 return condition()
-            except KafkaException:
+            except KafkaException as exc:
                 # The test's own probe (watermarks, committed offsets) met the fault too, e.g.
                 # a partition without a leader for a moment: look again, within the deadline.
+                last_error[:] = [str(exc)]
                 return False
 
-        wait_until(supervised, timeout, what, step=0.2)
+        try:
+            wait_until(supervised, timeout, what, step=0.2)
+        except AssertionError as exc:
+            seen = [f"last probe error: {e}" for e in last_error]
+            if detail is not None:
+                try:
+                    seen.append(detail())
+                except Exception as probe:  # the cluster may still be faulty
+                    seen.append(f"detail unavailable: {probe}")
+            raise AssertionError("; ".join([str(exc), *seen])) from None
 
     def hold(self, seconds: float) -> None:
         """Keep a fault in place for ``seconds`` (a property of the fault, e.g. "longer than the
@@ -240,7 +260,10 @@ def wait_committed(
     kafka: KafkaFixture, sup: Supervisor, group: str, topic: str, timeout: float = 300
 ) -> None:
     """Wait until ``group`` has committed the end of ``topic`` (bridges supervised)."""
-    sup.wait(lambda: caught_up(kafka, group, topic), timeout, f"{group} to commit all of {topic}")
+    sup.wait(
+        lambda: caught_up(kafka, group, topic), timeout, f"{group} to commit all of {topic}",
+        lambda: _offsets_seen(kafka, group, topic),
+    )  # fmt: skip
 
 
 def wait_open_transaction(
@@ -256,7 +279,18 @@ def wait_open_transaction(
             raise AssertionError("input ran out before an open transaction was seen")
         return False
 
-    sup.wait(open_now, 300, f"an open transaction on {out}")
+    sup.wait(
+        open_now, 300, f"an open transaction on {out}",
+        lambda: f"{_offsets_seen(kafka, group, feeder.topic)}, fed {feeder.fed}",
+    )  # fmt: skip
+
+
+def _offsets_seen(kafka: KafkaFixture, group: str, topic: str) -> str:
+    """End and committed offsets of ``topic`` per partition, for a timeout message."""
+    return (
+        f"{topic} end offsets {kafka.end_offsets(topic)}, committed by {group} "
+        f"{kafka.committed_offsets(group, topic)}"
+    )
 
 
 @dataclass

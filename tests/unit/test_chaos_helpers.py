@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import pytest
+from confluent_kafka import KafkaError, KafkaException
+
 from tests.chaos.faults import FAULTS
 from tests.chaos.nemesis import RoundResult, Table, plan
-from tests.support.chaos import java_hash_partition
+from tests.support.chaos import Supervisor, java_hash_partition
 
 
 def test_java_hash_partition_matches_kafka_utils_abs_hashcode() -> None:
@@ -33,3 +36,15 @@ def test_table_counts_faults_records_and_violations() -> None:
     assert table.faults["latency"] == 2 and table.records == 15 and table.aborted == 3
     assert table.violations == [1]
     assert "seed 7" in text and "latency" in text
+
+
+def test_a_supervised_wait_that_times_out_says_what_it_saw_last() -> None:
+    def probe_fails() -> bool:
+        raise KafkaException(KafkaError(KafkaError.NOT_COORDINATOR))
+
+    with pytest.raises(AssertionError) as caught:
+        Supervisor([]).wait(probe_fails, 0.3, "the group to commit", lambda: "committed {0: 5}")
+    message = str(caught.value)
+    assert message.startswith("timed out after 0.3s waiting for the group to commit; ")
+    assert "last probe error: " in message and "NOT_COORDINATOR" in message
+    assert message.endswith("; committed {0: 5}")
