@@ -249,6 +249,7 @@ class Bridge:
                 self._metrics.records_in.inc(len(messages))
                 return
         rows, failures = self._decode_batch(messages)
+        records = len(rows) + len(failures)  # consumer error events are no input records
         ctx = StepContext(retries=self._retries, state=self._state_access())
         for step in self._pipeline.steps:
             if not rows:
@@ -259,7 +260,7 @@ class Bridge:
             unsent = self._output.send(rows)
         for failure in failures + ctx.failures + unsent:
             self._fail(failure)
-        self._metrics.records_in.inc(len(messages))
+        self._metrics.records_in.inc(records)
 
     def _phase(self, what: str, deadline: float) -> Any:
         return self._watchdog.guard(what, deadline - time.monotonic(), "", _TXN_DEADLINE)

@@ -196,6 +196,7 @@ def test_an_offset_fetch_librdkafka_gives_up_on_is_re_assigned_at_the_committed_
     h.bridge.run()
     assert h.consumer.assigned == [("in", 0, 7), ("in", 1, OFFSET_BEGINNING)]
     assert h.aborts("offsets_unfetched") == 1
+    assert h.metrics.registry.get_sample_value("eos_bridge_input_records_total") == 1  # no event
     assert h.consumer.seeks == []  # assign, not seek: a partition that never fetched refuses it
     other = KafkaError(KafkaError.NOT_COORDINATOR, "Broker: Not coordinator")
     h = Harness([FakeMessage(error=other)])
