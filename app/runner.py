@@ -234,6 +234,11 @@ def run(settings: BridgeSettings) -> int:
     except KafkaFatalError as exc:
         log.error("cannot start: %s", exc)
         return EXIT_FATAL
+    except KafkaException as exc:  # a start-up request a faulty cluster refused unmapped
+        log.error(
+            "cannot start: %s; exiting so Kubernetes restarts the instance", describe(exc)
+        )  # fmt: skip
+        return EXIT_FATAL
     except TimeoutError as exc:  # an admin request the broker never answered (a busy broker)
         log.error(
             "cannot start: Kafka did not answer a start-up request within startup_timeout="

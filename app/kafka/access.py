@@ -20,7 +20,7 @@ from confluent_kafka import KafkaError, KafkaException, TopicCollection
 from confluent_kafka.admin import AclOperation, AdminClient
 
 from app.errors import ConfigError
-from app.kafka.errors import kafka_error
+from app.kafka.errors import has_code, kafka_error
 
 log = logging.getLogger(__name__)
 
@@ -170,9 +170,14 @@ def check_acls(
         try:
             allowed = future.result(timeout).authorized_operations
         except KafkaException as exc:
-            raise _acl_error(conf, f"topic {topic!r} ({setting})", op, _reason(exc)) from None
-        except TimeoutError:  # a broker too busy to answer: the clients report a refusal
-            log.warning(_UNCHECKED, f"topic {topic!r}", timeout)
+            if has_code(exc, KafkaError.TOPIC_AUTHORIZATION_FAILED):
+                raise _acl_error(conf, f"topic {topic!r} ({setting})", op, _reason(exc)) from None
+            # No verdict (a controller or coordinator moving, a local timeout): the client
+            # that needs the ACL reports a refusal itself.
+            log.warning(_UNCHECKED, f"topic {topic!r}", timeout, _reason(exc))
+            continue
+        except TimeoutError:  # a broker too busy to answer
+            log.warning(_UNCHECKED, f"topic {topic!r}", timeout, _NO_ANSWER)
             continue
         if allowed is not None and op not in allowed:
             raise _acl_error(conf, f"topic {topic!r} ({setting})", op, "not granted")
@@ -201,16 +206,16 @@ def _group_operations(admin: AdminClient, group: str, timeout: float) -> list[An
         except TimeoutError:
             pass
         if time.monotonic() > deadline:
-            log.warning(_UNCHECKED, f"group {group!r}", timeout)
+            log.warning(_UNCHECKED, f"group {group!r}", timeout, _NO_ANSWER)
             return None
         time.sleep(0.2)
 
 
 _UNCHECKED = (
-    "could not learn what this principal may do with %s within startup_timeout=%.0fs (no "
-    "answer from the broker); starting anyway: a missing ACL is reported by the client that "
-    "needs it"
+    "could not learn what this principal may do with %s within startup_timeout=%.0fs (%s); "
+    "starting anyway: a missing ACL is reported by the client that needs it"
 )
+_NO_ANSWER = "no answer from the broker"
 
 
 def _acl_error(conf: Mapping[str, Any], resource: str, op: AclOperation, why: str) -> ConfigError:

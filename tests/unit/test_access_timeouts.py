@@ -13,6 +13,7 @@ from confluent_kafka.admin import AclOperation
 
 from app import cli, runner
 from app.config import BridgeSettings
+from app.errors import ConfigError
 from app.kafka import access
 from app.tools import lag
 
@@ -100,3 +101,42 @@ def test_a_tool_whose_request_is_not_answered_says_so(
     monkeypatch.setattr(lag, "group_lag", never_answered)
     assert cli.main(["lag", "g"]) == cli.EXIT_USAGE
     assert capsys.readouterr().err == "eos-bridge lag: Kafka did not answer in time\n"
+
+
+class FailingAdmin(SlowAdmin):
+    """describe_topics futures that fail with ``error``."""
+
+    def __init__(self, error: KafkaError) -> None:
+        super().__init__()
+        self.error = error
+
+    def describe_topics(self, topics: Any, **_: Any) -> dict[str, Future[Any]]:
+        futures: dict[str, Future[Any]] = {}
+        for name in topics.topic_names:
+            futures[name] = Future()
+            futures[name].set_exception(KafkaException(self.error))
+        return futures
+
+
+def test_a_topic_look_up_that_fails_for_another_reason_is_no_verdict(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Nemesis round 12: "Failed while waiting for controller: Local: Timed out" while a
+    coordinator broker was down is no missing ACL (it once ended the bridge with exit 2)."""
+    timed_out = KafkaError(KafkaError._TIMED_OUT, "Failed while waiting for controller")
+    admin = FailingAdmin(timed_out)
+    admin.answer_after = 0  # the group answers at once
+    with caplog.at_level(logging.WARNING, logger="app.kafka.access"):
+        access.check_acls(
+            admin, {}, read_topics=[("input_topics", "in")], write_topics=[],  # type: ignore[arg-type]
+            group="g", timeout=5.0, existing={"in"},
+        )  # fmt: skip
+    assert (
+        "topic 'in' within startup_timeout=5s (Failed while waiting for controller)" in caplog.text
+    )
+    refused = FailingAdmin(KafkaError(KafkaError.TOPIC_AUTHORIZATION_FAILED, "denied"))
+    with pytest.raises(ConfigError, match="may not READ topic 'in' \\(input_topics\\): denied"):
+        access.check_acls(
+            refused, {}, read_topics=[("input_topics", "in")], write_topics=[],  # type: ignore[arg-type]
+            group="g", timeout=5.0, existing={"in"},
+        )  # fmt: skip
