@@ -200,8 +200,7 @@ def _group_operations(admin: AdminClient, group: str, timeout: float) -> list[An
             ops: list[Any] | None = future.result(left).authorized_operations
             return ops
         except KafkaException as exc:
-            err = exc.args[0] if exc.args else None
-            if isinstance(err, KafkaError) and err.code() == KafkaError.GROUP_AUTHORIZATION_FAILED:
+            if has_code(exc, KafkaError.GROUP_AUTHORIZATION_FAILED):
                 return []
         except TimeoutError:
             pass

@@ -72,11 +72,19 @@ def test_no_answer_about_topics_starts_anyway(caplog: pytest.LogCaptureFixture) 
     assert "group 'g'" in caplog.text
 
 
+@pytest.mark.parametrize(
+    ("error", "said"),
+    [
+        (TimeoutError(), "did not answer a start-up request within startup_timeout="),
+        (KafkaException(KafkaError(KafkaError._TIMED_OUT)), "cannot start: "),
+    ],
+)
 def test_an_unanswered_start_up_request_is_one_line_and_exit_3(
-    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
-) -> None:
+    error: Exception, said: str, monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:  # fmt: skip
     def never_answered(*_: Any) -> None:
-        raise TimeoutError()
+        raise error
 
     monkeypatch.setattr(runner, "build", never_answered)
     settings = BridgeSettings(input_topics=["in"], output_topic="out", http_port=0)
@@ -89,7 +97,7 @@ def test_an_unanswered_start_up_request_is_one_line_and_exit_3(
         for sig, handler in handlers.items():
             signal.signal(sig, handler)
     (line,) = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
-    assert "did not answer a start-up request within startup_timeout=" in line
+    assert said in line and "exiting so Kubernetes restarts the instance" in line
 
 
 def test_a_tool_whose_request_is_not_answered_says_so(
