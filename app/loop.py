@@ -101,11 +101,13 @@ class Bridge:
         self._lag = LagReport(consumer, metrics)
         self.stopping = False
         self._offsets_unfetched = False  # librdkafka #5586: see Rebalancer.reassign_at_committed
-        # Pipelines of filters and dict maps run fused (one pass, no Row objects); a batch
-        # with anything unusual falls back to the steps (see app.pipeline.steps.fuse).
+        # Pipelines of filters and dict maps, or a count alone, run fused (one pass, no Row
+        # objects); a batch with anything unusual falls back to the steps (see
+        # app.pipeline.steps.fuse).
         self._fused = fuse(
-            pipeline.steps, decode_json, output.fast_path_max_bytes, output.topic_exists
-        )
+            pipeline.steps, decode_json, output.fast_path_max_bytes, output.topic_exists,
+            self._state_access(),
+        )  # fmt: skip
 
     # ---- the loop and its error ladder -----------------------------------------------------
 

@@ -146,6 +146,7 @@ def fuse(
     decode_json: bool,
     max_bytes: int,
     topic_exists: Callable[[str], bool] | None = None,
+    state: StateAccess | None = None,
 ) -> FusedBatch | None:
     """One pass over a batch of consumer messages for a pipeline of filters and dict maps.
 
@@ -162,8 +163,14 @@ def fuse(
 
     Returns None (no fast path) when a step is stateful, keys, routes, or input is not JSON.
     A pipeline of stateless spec steps is compiled into one function instead (keying and,
-    given ``topic_exists``, routing included): :func:`app.pipeline.fusion.fuse_spec`.
+    given ``topic_exists``, routing included): :func:`app.pipeline.fusion.fuse_spec`. A
+    pipeline that is one stateful step with a ``fused(state, max_bytes)`` method (``count``)
+    runs that instead, given ``state``.
     """
+    fused_step = getattr(steps[0], "fused", None) if len(steps) == 1 else None
+    if fused_step is not None and state is not None:
+        stateful: FusedBatch = fused_step(state, max_bytes)
+        return stateful
     if not decode_json:
         return None
     parts = [getattr(step, "spec_part", None) for step in steps]

@@ -17,7 +17,9 @@ from typing import Any, ClassVar
 import orjson
 
 from app.errors import ConfigError
+from app.pipeline.encoding import header_bytes
 from app.pipeline.errors import INT64_MAX
+from app.pipeline.fusion import Encoded, FusedBatch
 from app.pipeline.record import Row
 from app.pipeline.stateful.kit import (
     SOURCE_OFFSET,
@@ -37,7 +39,7 @@ from app.pipeline.stateful.kit import (
     require_state,
 )
 from app.pipeline.steps import StepContext
-from app.state.access import StateView
+from app.state.access import StateAccess, StateView
 from app.state.keys import decode_int, display_key, encode_int, encode_key
 
 SEEN_PREFIX = b"d"  # d + encoded id → stream time it was first seen (8 bytes)
@@ -148,6 +150,12 @@ class Count:
             out.append(row)
         return out
 
+    def fused(self, access: StateAccess, max_bytes: int) -> FusedBatch:
+        """A pipeline that is this step alone, over consumer messages (see
+        :func:`app.pipeline.steps.fuse`): the same outputs and state as :meth:`__call__` plus
+        :class:`app.output.Output`, without Row objects."""
+        return _fused_count(self.name, access, max_bytes)
+
 
 @dataclass(slots=True)
 class Sum:
@@ -194,6 +202,72 @@ class Sum:
             row.value = _keyed_output(row, "sum", total)
             out.append(row)
         return out
+
+
+def _fused_count(store: str, access: StateAccess, max_bytes: int) -> FusedBatch:
+    """Count a batch of consumer messages in one pass: P2's hot path.
+
+    New counts go to a per-batch overlay and into the state only once the whole batch went
+    through, so a batch handed back to the general path (None: a consumer error, a count past
+    INT64_MAX, an output over ``max_bytes``) has changed nothing; the general path then counts
+    it again and isolates the record.
+    """
+    dumps = orjson.dumps
+
+    def run(messages: list[Any]) -> list[Encoded] | None:
+        overlay: list[tuple[StateView, dict[bytes, int]]] = []
+        seen: dict[tuple[str, int], dict[bytes, int]] = {}
+        out: list[Encoded] = []
+        append = out.append
+        last_topic, last_partition = None, -1
+        view: Any = None
+        counts: dict[bytes, int] = {}
+        for m in messages:
+            if m.error() is not None:
+                return None
+            topic, partition = m.topic(), m.partition()
+            if partition != last_partition or topic != last_topic:
+                last_topic, last_partition = topic, partition
+                view = access.partition(store, topic, partition)  # PartitionsMigrated: raised
+                found = seen.get((topic, partition))
+                if found is None:
+                    found = seen[(topic, partition)] = {}
+                    overlay.append((view, found))
+                counts = found
+            key = m.key()
+            state_key = encode_key(key)
+            count = counts.get(state_key)
+            if count is None:
+                raw = view.get(state_key)
+                count = 1 if raw is None else int(raw) + 1
+            else:
+                count += 1
+            if count > INT64_MAX:
+                return None
+            counts[state_key] = count
+            payload = dumps(
+                {
+                    "key": display_key(key),
+                    "count": count,
+                    SOURCE_TOPIC: topic,
+                    SOURCE_PARTITION: partition,
+                    SOURCE_OFFSET: m.offset(),
+                }
+            )
+            headers = m.headers()
+            size = len(payload) + (len(key) if key else 0)
+            if headers:
+                size += header_bytes(headers)
+            if size > max_bytes:
+                return None
+            append((payload, key, headers, None))
+        for view, counts in overlay:
+            set_ = view.set
+            for state_key, count in counts.items():
+                set_(state_key, b"%d" % count)
+        return out
+
+    return run
 
 
 def _keyed_output(row: Row, field: str, value: Any) -> dict[str, Any]:
