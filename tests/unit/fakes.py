@@ -59,7 +59,10 @@ class FakeProducer(Scripted):
     def abort_transaction(self, timeout: float) -> None:
         self._call("abort_transaction")
 
-    def produce(self, topic: str, value: Any = None, key: Any = None, **kw: Any) -> None:
+    def produce(
+        self, topic: str, value: Any = None, key: Any = None, *args: Any, **kw: Any
+    ) -> None:
+        kw = {**produce_keywords(args), **kw}
         self._call("produce")
         self.produced.append((topic, value, key))
         self.reported.append("on_delivery" in kw)
@@ -70,6 +73,18 @@ class FakeProducer(Scripted):
     def flush(self, timeout: float = 0) -> int:
         self._call("flush")
         return 0
+
+
+def produce_keywords(args: tuple[Any, ...]) -> dict[str, Any]:
+    """confluent-kafka's positional ``produce(topic, value, key, partition, callback,
+    on_delivery, timestamp, headers)`` tail as keywords; ``callback`` is the alias of
+    ``on_delivery``, and None or a zero timestamp means not given."""
+    names = ("partition", "callback", "on_delivery", "timestamp", "headers")
+    named = dict(zip(names, args, strict=False))  # a shorter tail: the rest not given
+    callback = named.pop("callback", None)
+    if callback is not None:
+        named["on_delivery"] = callback
+    return {k: v for k, v in named.items() if k == "partition" or v not in (None, 0)}
 
 
 class FakeMessage:

@@ -11,7 +11,7 @@ from confluent_kafka import KafkaError
 from app.collector import RecordCollector
 from app.errors import CheckpointAborted, RecordTooLarge
 from app.metrics import Metrics
-from tests.unit.fakes import FakeMessage, FakeProducer, kafka_exc
+from tests.unit.fakes import FakeMessage, FakeProducer, kafka_exc, produce_keywords
 
 
 class Reporting(FakeProducer):
@@ -22,7 +22,10 @@ class Reporting(FakeProducer):
         self.callbacks: list[tuple[Any, tuple[str, int]]] = []
         self.polls = 0
 
-    def produce(self, topic: str, value: Any = None, key: Any = None, **kw: Any) -> None:
+    def produce(
+        self, topic: str, value: Any = None, key: Any = None, *args: Any, **kw: Any
+    ) -> None:
+        kw = {**produce_keywords(args), **kw}
         super().produce(topic, value, key, **kw)
         if "on_delivery" in kw:
             self.callbacks.append((kw["on_delivery"], (topic, kw.get("partition", 0))))
