@@ -7,8 +7,15 @@ reaching it makes the loop checkpoint early instead of growing without bound.
 
 Committed values also stay in memory after their checkpoint (a read cache with its own cap):
 a key updated in one checkpoint is usually read again in the next, and a dict lookup costs a
-fraction of a RocksDB ``get``. The read cache only ever holds what RocksDB
-holds, so dropping it (cap reached, abort, close) never changes an answer.
+fraction of a RocksDB ``get``. The read cache holds committed values only, so an abort keeps it.
+
+RocksDB gets the committed updates of several checkpoints in one WriteBatch, at most
+:data:`WRITE_BEHIND_S` after the first of them (Kafka Streams flushes its stores on commit; a
+key counted in every checkpoint is written once per interval here, not once per checkpoint).
+Until then they are in the read cache (``unwritten`` ⊆ ``clean``), which is never dropped
+before they are written. A crash in between loses nothing: each WriteBatch carries the
+changelog offset of its newest update, and recovery replays the changelog from there (as
+after a crash between the commit and the write).
 """
 
 from __future__ import annotations
@@ -19,6 +26,8 @@ from app.state.store import StorePartition
 
 # Rough per-entry overhead of a dict slot plus two bytes objects in CPython.
 ENTRY_OVERHEAD = 120
+# Committed updates reach RocksDB at most this many seconds after their checkpoint.
+WRITE_BEHIND_S = 5.0
 _MISSING: Any = object()
 
 
@@ -54,6 +63,9 @@ class PartitionState:
         "partition",
         "reads",
         "store",
+        "unwritten",
+        "unwritten_offset",
+        "unwritten_since",
     )
 
     def __init__(
@@ -74,6 +86,10 @@ class PartitionState:
         self.clean: dict[bytes, bytes | None] = {}  # committed values (None = deleted)
         self.clean_nbytes = 0
         self.memo: dict[str, Any] = {}
+        # Committed, in the read cache, not yet in RocksDB; their newest changelog offset.
+        self.unwritten: dict[bytes, bytes | None] = {}
+        self.unwritten_offset = -1
+        self.unwritten_since = 0.0
 
     def get(self, key: bytes) -> bytes | None:
         dirty = self.dirty
@@ -106,19 +122,27 @@ class PartitionState:
     def scan(self, lower: bytes, upper: bytes) -> list[tuple[bytes, bytes]]:
         """Entries with ``lower <= key < upper`` in key order, uncommitted updates included."""
         merged = dict(self.store.scan(lower, upper))
-        for key, value in self.dirty.items():
-            if lower <= key < upper:
-                if value is None:
-                    merged.pop(key, None)
-                else:
-                    merged[key] = value
+        for layer in (self.unwritten, self.dirty):
+            for key, value in layer.items():
+                if lower <= key < upper:
+                    if value is None:
+                        merged.pop(key, None)
+                    else:
+                        merged[key] = value
         return sorted(merged.items())
 
-    def committed(self) -> None:
-        """The updates are in RocksDB now: they move to the read cache (``memo`` stays valid)."""
+    def committed(self, changelog_offset: int, now: float) -> None:
+        """Checkpoint step 5: the updates are committed, and their changelog records end at
+        ``changelog_offset``. They move to the read cache and reach RocksDB with this or a
+        later checkpoint's (see the module's doc; ``memo`` stays valid).
+
+        Raises:
+            StateCorrupted: RocksDB refused the write.
+        """
         reads = self.reads
         if reads is not None and self.dirty:
             if reads.used + self.nbytes > reads.cap:
+                self.write_unwritten()
                 self.drop_clean()  # crude but O(1) per entry: start this partition afresh
             if self.nbytes <= reads.cap:
                 clean = self.clean
@@ -130,7 +154,35 @@ class PartitionState:
                 size = len(clean) * self.nbytes // len(self.dirty)
                 reads.used += size - self.clean_nbytes
                 self.clean_nbytes = size
+                if not self.unwritten:
+                    self.unwritten_since = now
+                self.unwritten.update(self.dirty)
+                self.unwritten_offset = changelog_offset
+                self._forget_dirty()
+                return
+        # No read cache, or the updates alone exceed it: nothing could serve them unwritten.
+        self.store.write(self.dirty, changelog_offset)
         self._forget_dirty()
+
+    def write_if_due(self, now: float) -> None:
+        """After each checkpoint: write the unwritten updates once the oldest is
+        :data:`WRITE_BEHIND_S` old."""
+        if self.unwritten and now - self.unwritten_since >= WRITE_BEHIND_S:
+            self.write_unwritten()
+
+    def write_unwritten(self) -> None:
+        """Write the committed updates RocksDB does not have yet, with their changelog offset.
+
+        Raises:
+            StateCorrupted: RocksDB refused the write (nothing of it was written).
+        """
+        if self.unwritten:
+            self.store.write(self.unwritten, self.unwritten_offset)
+            self.unwritten = {}
+
+    def forget_unwritten(self) -> None:
+        """The store is being wiped: its committed updates come back from the changelog."""
+        self.unwritten = {}
 
     def discard(self) -> None:
         """The updates were aborted: drop them and everything derived from them (the read
@@ -139,7 +191,9 @@ class PartitionState:
         self.memo.clear()
 
     def drop_clean(self) -> None:
-        """Empty the read cache (on close, or when it reaches its cap)."""
+        """Empty the read cache (on close, or when it reaches its cap), after
+        :meth:`write_unwritten` or :meth:`forget_unwritten`."""
+        assert not self.unwritten, "the read cache holds updates RocksDB does not have"
         if self.reads is not None:
             self.reads.used -= self.clean_nbytes
         self.clean = {}

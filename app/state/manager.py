@@ -209,8 +209,10 @@ class RocksDBState:
         self._writer.reset()
 
     def _write_committed(self, states: dict[str, PartitionState]) -> None:
+        now = time.monotonic()
         for state in states.values():
             if not state.dirty:
+                state.write_if_due(now)
                 continue
             offset = self._writer.offset(state.changelog, state.partition)
             if offset is None:
@@ -218,8 +220,8 @@ class RocksDBState:
                     f"{state.store.where}: committed without a delivered changelog record "
                     f"in {state.changelog}[{state.partition}]"
                 )
-            state.store.write(state.dirty, offset)
-            state.committed()
+            state.committed(offset, now)
+            state.write_if_due(now)
 
     def discard(self) -> None:
         for states in self._open.values():
@@ -230,6 +232,7 @@ class RocksDBState:
     def wipe(self, partitions: list[TopicPartitionKey]) -> None:
         for tp in partitions:
             for state in (self._open.get(tp) or self._recovering.get(tp) or {}).values():
+                state.forget_unwritten()
                 state.store.wipe()
         self._close_partitions(partitions, discard=True)
         self.assign(partitions)  # pending: recovered from the changelog's start
@@ -253,6 +256,7 @@ class RocksDBState:
                         state.store.where, len(state.dirty),
                     )  # fmt: skip
                 state.discard()
+                _write_unwritten(state)
                 state.drop_clean()
                 state.store.close()
 
@@ -263,6 +267,16 @@ class RocksDBState:
         if self._lock is not None:
             self._lock.release()
             self._lock = None
+
+
+def _write_unwritten(state: PartitionState) -> None:
+    """Closing: committed updates not yet in RocksDB go there now; if RocksDB refuses, the
+    next owner's recovery replays them from the changelog (the stored offset is older)."""
+    try:
+        state.write_unwritten()
+    except StateCorrupted as exc:
+        log.warning("%s; recovery replays them from the changelog", exc)
+        state.forget_unwritten()
 
 
 def _start_offset(store: StorePartition, low: int, high: int) -> int:

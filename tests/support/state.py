@@ -32,8 +32,7 @@ class LocalAccess:
         for state in self.states.values():
             if state.dirty:
                 self.offset += len(state.dirty)
-                state.store.write(state.dirty, self.offset)
-                state.committed()
+                state.committed(self.offset, 0.0)
 
     def discard(self) -> None:
         for state in self.states.values():

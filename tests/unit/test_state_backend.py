@@ -11,6 +11,8 @@ from app.collector import RecordCollector
 from app.config import BridgeSettings
 from app.errors import CheckpointAborted, ConfigError, PartitionsMigrated, RecoveryError
 from app.kafka.errors import consumer_retriable
+from app.state import manager
+from app.state.cache import WRITE_BEHIND_S
 from app.state.factory import reset_state, state_root
 from app.state.locking import StateDirLock
 from app.state.manager import RocksDBState
@@ -18,7 +20,7 @@ from app.state.store import StorePartition
 from changelog.errors import ChangelogReadError
 from changelog.format import CF_HEADER, PROCESSED_OFFSETS_HEADER
 from changelog.recovery import Restorer
-from tests.unit.fakes import FakeMessage
+from tests.unit.fakes import FakeMessage, produce_keywords
 
 CHANGELOG = "changelog__g--in--count"
 
@@ -32,7 +34,8 @@ class FakeProducer:
         self._next = 0
         self._fail = fail
 
-    def produce(self, topic: str, value: Any, key: Any, **kw: Any) -> None:
+    def produce(self, topic: str, value: Any, key: Any, *args: Any, **kw: Any) -> None:
+        kw = {**produce_keywords(args), **kw}
         self.records.append({"topic": topic, "value": value, "key": key, **kw})
         self._queue.append((kw.get("on_delivery"), FakeMessage(topic, kw["partition"], self._next)))
         self._next += 1
@@ -329,11 +332,11 @@ def test_only_the_last_changelog_record_of_a_partition_asks_for_a_report(tmp_pat
             self.calls = 0
             self.polls = 0
 
-        def produce(self, topic: str, value: Any, key: Any, **kw: Any) -> None:
+        def produce(self, topic: str, value: Any, key: Any, *args: Any, **kw: Any) -> None:
             self.calls += 1
             if self.calls == 2:
                 raise BufferError("Local: Queue full")
-            super().produce(topic, value, key, **kw)
+            super().produce(topic, value, key, *args, **kw)
 
         def poll(self, _timeout: float) -> int:
             self.polls += 1
@@ -369,3 +372,115 @@ def test_a_changelog_that_cannot_be_read_is_a_recovery_error(tmp_path: Path) -> 
     with pytest.raises(RecoveryError, match=rf"{CHANGELOG}\[0\]: denied"):
         state.recover({("in", 0): -1001}, 1.0)
     state.close()
+
+
+# ---- write-behind to RocksDB (app.state.cache.WRITE_BEHIND_S) ------------------------------
+
+
+class Clock:
+    """The manager's ``time`` module, with a clock the test moves."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def monotonic(self) -> float:
+        return self.now
+
+
+def checkpoint(state: RocksDBState, producer: FakeProducer, position: int) -> None:
+    state.produce_changelogs(RecordCollector(producer), {("in", 0): position})
+    producer.flush()
+    state.verify_delivery()
+    state.after_commit()
+
+
+def spy_writes(view: Any) -> list[tuple[dict[bytes, bytes | None], int]]:
+    writes: list[tuple[dict[bytes, bytes | None], int]] = []
+    real = view.store.write
+
+    def write(updates: dict[bytes, bytes | None], changelog_offset: int) -> None:
+        writes.append((dict(updates), changelog_offset))
+        real(updates, changelog_offset)
+
+    view.store.write = write
+    return writes
+
+
+def reopened(root: Path) -> tuple[dict[bytes, bytes | None], int | None]:
+    store = StorePartition(root / "count" / "in" / "0", "t")
+    try:
+        keys = (b"j", b"k", b"m")
+        return {k: store.get(k) for k in keys}, store.changelog_offset()
+    finally:
+        store.close()
+
+
+def test_checkpoints_reach_rocksdb_in_one_write_after_the_interval(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    clock = Clock()
+    monkeypatch.setattr(manager, "time", clock)
+    state, producer = backend(tmp_path), FakeProducer()
+    ready(state, 0)
+    view = state.partition("count", "in", 0)
+    writes = spy_writes(view)
+    view.set(b"k", b"1")
+    view.set(b"j", b"1")
+    checkpoint(state, producer, 1)  # changelog offsets 0, 1
+    clock.now += 1
+    view.set(b"k", b"2")
+    view.delete(b"j")
+    checkpoint(state, producer, 2)  # 2, 3
+    assert writes == []  # committed, served from memory
+    assert (view.get(b"k"), view.get(b"j")) == (b"2", None)
+    assert view.scan(b"", b"\xff") == [(b"k", b"2")]
+    clock.now += WRITE_BEHIND_S
+    view.set(b"m", b"1")
+    checkpoint(state, producer, 3)  # 4
+    assert writes == [({b"k": b"2", b"j": None, b"m": b"1"}, 4)]  # newest values, newest offset
+    clock.now += WRITE_BEHIND_S
+    checkpoint(state, producer, 3)  # nothing new: nothing written
+    assert len(writes) == 1
+    state.close()
+    assert reopened(tmp_path) == ({b"j": None, b"k": b"2", b"m": b"1"}, 4)
+
+
+def test_an_abort_keeps_unwritten_committed_updates_and_close_writes_them(tmp_path: Path) -> None:
+    state, producer = backend(tmp_path), FakeProducer()
+    ready(state, 0)
+    view = state.partition("count", "in", 0)
+    view.set(b"k", b"1")
+    checkpoint(state, producer, 1)  # offset 0
+    view.set(b"k", b"2")
+    state.discard()
+    assert view.get(b"k") == b"1"
+    state.revoke([("in", 0)])
+    assert reopened(tmp_path) == ({b"j": None, b"k": b"1", b"m": None}, 0)
+    state.close()
+
+
+def test_a_crash_before_the_write_leaves_the_stored_offset_behind_its_data(
+    tmp_path: Path,
+) -> None:
+    """No write yet: RocksDB has neither the updates nor their offset, so recovery replays
+    the changelog from the older offset (as after a crash between commit and write)."""
+    state, producer = backend(tmp_path), FakeProducer()
+    ready(state, 0)
+    view = state.partition("count", "in", 0)
+    view.set(b"j", b"1")
+    view.store.write({b"j": b"1"}, 0)  # as if written by an earlier checkpoint
+    view.set(b"k", b"1")
+    checkpoint(state, producer, 2)  # offsets 0 (j), 1 (k): unwritten
+    view.store.close()  # the process dies: nothing more reaches RocksDB
+    assert reopened(tmp_path) == ({b"j": b"1", b"k": None, b"m": None}, 0)
+
+
+def test_wiping_a_store_forgets_its_unwritten_updates(tmp_path: Path) -> None:
+    state, producer = backend(tmp_path), FakeProducer()
+    ready(state, 0)
+    view = state.partition("count", "in", 0)
+    view.set(b"k", b"1")
+    checkpoint(state, producer, 1)
+    state.wipe([("in", 0)])
+    state.close()
+    assert reopened(tmp_path) == ({b"j": None, b"k": None, b"m": None}, None)
