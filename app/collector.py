@@ -18,6 +18,7 @@ from confluent_kafka import KafkaError, KafkaException
 from app.errors import CheckpointAborted, RecordTooLarge
 from app.kafka.errors import describe, has_code, record_refused
 from app.metrics import Metrics
+from app.pipeline.fusion import FusedBatch
 from app.refusals import Refusals
 
 _FULL_QUEUE_WAIT_S = 0.05
@@ -98,23 +99,23 @@ class RecordCollector:
         self.send(topic, value, key, headers)
         self._producer.flush(30)
 
-    def send_encoded(self, default: str, records: list[tuple[bytes, Any, Any, str | None]]) -> None:
-        """Output records encoded by the fused path (value, key, headers, routed topic or None
-        for ``default``; sizes and routes checked)."""
-        produce = self._producer.produce
-        for payload, key, headers, routed in records:
-            topic = routed or default
-            try:
-                if headers is None:
-                    produce(topic, payload, key)
-                else:
-                    produce(topic, payload, key, headers=headers)
-            except BufferError:
-                self._when_room(topic, payload, key, {"headers": headers})
-            except KafkaException as exc:
-                raise _refused(f"produce to {topic!r}", exc) from exc
-        self._out += len(records)
+    def send_fused(self, default: str, fused: FusedBatch, messages: list[Any]) -> int:
+        """Run a fused pipeline (:mod:`app.pipeline.fusion`) that produces its outputs itself,
+        to ``default`` unless it routes; returns how many messages it handled.
+
+        Raises:
+            CheckpointAborted: the producer refused a record.
+        """
+        try:
+            done, produced = fused(messages, self._producer.produce, self._room, default)
+        except KafkaException as exc:
+            raise _refused(f"produce to {default!r}", exc) from exc
+        self._out += produced
         self.end_batch()
+        return done
+
+    def _room(self, topic: str, value: bytes, key: Any, headers: Any) -> None:
+        self._when_room(topic, value, key, {"headers": headers})
 
     def send_dead_letter(
         self, topic: str, value: bytes | None, key: bytes | None, headers: Headers

@@ -244,12 +244,11 @@ class Bridge:
     def _process(self, messages: list[Any], deadline: float) -> None:
         if self._fused is not None and not self._output.refusals.pending:
             with self._phase("the fused pipeline", deadline):
-                encoded = self._fused(messages)
-            if encoded is not None:
-                with self._phase("output", deadline):
-                    self._output.send_encoded(encoded)
-                self._metrics.records_in.inc(len(messages))
+                done = self._output.send_fused(self._fused, messages)
+            self._metrics.records_in.inc(done)
+            if done == len(messages):
                 return
+            messages = messages[done:]  # from the record that needs the general path on
         rows, failures = self._decode_batch(messages)
         records = len(rows) + len(failures)  # consumer error events are no input records
         ctx = StepContext(retries=self._retries, state=self._state_access())

@@ -21,8 +21,10 @@ from app.pipeline.encoding import (
     encode_value,
     has_non_finite,
     not_encodable,
+    null_in,
 )
 from app.pipeline.errors import InvalidRoute, UnknownRouteTopic
+from app.pipeline.fusion import FusedBatch
 from app.pipeline.record import Row
 from app.pipeline.steps import Failure
 from app.refusals import ALONE, Refusals
@@ -102,7 +104,7 @@ class Output:
                 failures.append(Failure(row, "output", not_encodable(row, what, exc)))
                 continue
             if payload is not None and (
-                len(payload) > max_bytes or (b"null" in payload and has_non_finite(value))
+                len(payload) > max_bytes or (null_in(payload) and has_non_finite(value))
             ):
                 failures.append(Failure(row, "output", self._refusal(row, payload)))
                 continue
@@ -171,10 +173,10 @@ class Output:
         """Whether a routed-to topic exists (from the catalog's memory), for the fused path."""
         return self._topic_exists
 
-    def send_encoded(self, records: list[tuple[bytes, Any, Any, str | None]]) -> None:
-        """Produce records already encoded by :func:`app.pipeline.steps.fuse` (value, key,
-        headers, routed topic; sizes and routes checked there); no route: the default topic."""
-        self.collector.send_encoded(self._default_topic, records)
+    def send_fused(self, fused: FusedBatch, messages: list[Any]) -> int:
+        """Run a fused pipeline over ``messages``, producing as it goes (sizes and routes
+        checked there); returns how many messages it handled (the rest go to :meth:`send`)."""
+        return self.collector.send_fused(self._default_topic, fused, messages)
 
     def dead_letter(self, failure: Failure) -> None:
         """Write the failed record's original bytes to the DLQ with error headers (once per

@@ -11,10 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-import orjson
-
-from app.pipeline.encoding import has_non_finite, header_bytes
-from app.pipeline.fusion import Encoded, FusedBatch, fuse_spec
+from app.pipeline.fusion import FusedBatch, SpecPart, compile_parts
 from app.pipeline.record import Row
 from app.state.access import StateAccess
 
@@ -148,24 +145,16 @@ def fuse(
     topic_exists: Callable[[str], bool] | None = None,
     state: StateAccess | None = None,
 ) -> FusedBatch | None:
-    """One pass over a batch of consumer messages for a pipeline of filters and dict maps.
+    """One pass over a batch of consumer messages that decodes, transforms, encodes and
+    produces each record without building :class:`Row` objects (those are much of the general
+    path's cost); see :mod:`app.pipeline.fusion` for the protocol and for what makes a record
+    leave the rest of its batch to the general path.
 
-    The pass decodes, filters, maps and encodes each message without building :class:`Row`
-    objects (those are much of the general path's cost). It returns the encoded outputs, or
-    None when anything needs the general path: a message error, undecodable JSON, a raising
-    step, a map result that is not a dict or None (fan-out lists, strings...), an output that
-    cannot be encoded faithfully (integers beyond 64 bits, NaN/inf), an output whose
-    value + key + headers exceed ``max_bytes`` (pass a bound safely below both
-    ``max_output_bytes`` and the producer's ``message.max.bytes``, so the size errors stay on
-    the general path, which dead-letters them). The caller then runs the batch through the
-    steps as usual, which isolates and dead-letters the failing record; nothing has been
-    produced by then.
-
-    Returns None (no fast path) when a step is stateful, keys, routes, or input is not JSON.
-    A pipeline of stateless spec steps is compiled into one function instead (keying and,
-    given ``topic_exists``, routing included): :func:`app.pipeline.fusion.fuse_spec`. A
-    pipeline that is one stateful step with a ``fused(state, max_bytes)`` method (``count``)
-    runs that instead, given ``state``.
+    For a pipeline of Python filters and dict maps, or of stateless spec steps (keying and,
+    given ``topic_exists``, routing included), one generated function
+    (:func:`app.pipeline.fusion.compile_parts`). A pipeline that is one stateful step with a
+    ``fused(state, max_bytes)`` method (``count``) runs that instead, given ``state``.
+    Returns None (no fast path) for anything else, or when the input is not JSON.
     """
     fused_step = getattr(steps[0], "fused", None) if len(steps) == 1 else None
     if fused_step is not None and state is not None:
@@ -173,50 +162,15 @@ def fuse(
         return stateful
     if not decode_json:
         return None
-    parts = [getattr(step, "spec_part", None) for step in steps]
-    if parts and all(parts):
-        return fuse_spec(parts, max_bytes, topic_exists)  # type: ignore[arg-type]
-    stages: list[tuple[bool, Callable[[Any], Any]]] = []
+    parts: list[SpecPart] = []
     for step in steps:
+        part = getattr(step, "spec_part", None)
         # Exact types: the spec's row-level subclasses call their functions with the Row.
-        if type(step) is Filter:
-            stages.append((True, step.predicate))
-        elif type(step) is Apply and step.target == "value":
-            stages.append((False, step.fn))
-        else:
+        if part is None and type(step) is Filter:
+            part = SpecPart("call_filter", step.predicate, step.name)
+        elif part is None and type(step) is Apply and step.target == "value":
+            part = SpecPart("call_map", step.fn, step.name)
+        if part is None:
             return None
-    loads, dumps = orjson.loads, orjson.dumps
-
-    def run(messages: list[Any]) -> list[Encoded] | None:
-        out: list[Encoded] = []
-        append = out.append
-        try:
-            for m in messages:
-                if m.error() is not None:
-                    return None
-                value = loads(m.value())
-                for is_filter, fn in stages:
-                    if is_filter:
-                        if not fn(value):
-                            break
-                    else:
-                        value = fn(value)
-                        if value is None:
-                            break
-                        if type(value) is not dict:
-                            return None
-                else:
-                    payload, key, headers = dumps(value), m.key(), m.headers()
-                    if b"null" in payload and has_non_finite(value):
-                        return None  # NaN/inf, written as null: the general path refuses it
-                    size = len(payload) + (len(key) if key else 0)
-                    if headers:
-                        size += header_bytes(headers)
-                    if size > max_bytes:
-                        return None
-                    append((payload, key, headers, None))
-        except Exception:  # user code may raise anything: the general path isolates it
-            return None
-        return out
-
-    return run
+        parts.append(part)
+    return compile_parts(parts, max_bytes, topic_exists)

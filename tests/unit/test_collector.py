@@ -11,6 +11,9 @@ from confluent_kafka import KafkaError
 from app.collector import RecordCollector
 from app.errors import CheckpointAborted, RecordTooLarge
 from app.metrics import Metrics
+from app.pipeline import Pipeline
+from app.pipeline.fusion import FusedBatch
+from app.pipeline.steps import fuse
 from tests.unit.fakes import FakeMessage, FakeProducer, kafka_exc, produce_keywords
 
 
@@ -41,6 +44,13 @@ class Reporting(FakeProducer):
         self.callbacks.clear()
 
 
+def identity() -> FusedBatch:
+    """A fused pipeline (app.pipeline.fusion) that writes its input objects back."""
+    fused = fuse(Pipeline().filter(lambda v: True).steps, True, 1000)
+    assert fused is not None
+    return fused
+
+
 def full_once(producer: FakeProducer) -> None:
     producer.fail["produce"].append(BufferError("Local: Queue full"))
 
@@ -50,14 +60,14 @@ def test_every_kind_of_record_waits_for_room_in_a_full_queue() -> None:
     collector = RecordCollector(producer)
     sends = [
         lambda: collector.send("out", b"1", b"k", None),
-        lambda: collector.send_encoded("out", [(b"2", b"k", None, None)]),
+        lambda: collector.send_fused("out", identity(), [FakeMessage(value=b'{"n":2}')]),
         lambda: collector.send_dead_letter("dlq", b"3", b"k", []),
         lambda: collector.send_run("cl", 0, {b"k": b"4"}, [], lambda *_: None),
     ]
     for send in sends:
         full_once(producer)
         send()
-    assert [v for _, v, _ in producer.produced] == [b"1", b"2", b"3", b"4"]  # each once
+    assert [v for _, v, _ in producer.produced] == [b"1", b'{"n":2}', b"3", b"4"]  # each once
     assert producer.calls.count("produce") == 8 and producer.polls >= 4  # served, then again
 
 
@@ -111,12 +121,12 @@ def test_sent_records_are_counted_once_per_batch_and_not_when_aborted() -> None:
     collector.send("out", b"2", None, None)
     assert sample("eos_bridge_output_records_total") == 0  # not per record
     collector.end_batch()
-    collector.send_encoded("out", [(b"3", None, None, "routed")])
+    assert collector.send_fused("out", identity(), [FakeMessage(), FakeMessage()]) == 2
     collector.send_dead_letter("dlq", b"4", None, [])
     collector.send_run("cl", 0, {b"k": b"5"}, [], lambda *_: None)  # not an output record
-    assert sample("eos_bridge_output_records_total") == 3
+    assert sample("eos_bridge_output_records_total") == 4
     assert sample("eos_bridge_produced_dead_letter_records_total") == 1
     collector.send("out", b"6", None, None)
     collector.reset()  # aborted before its batch ended
     collector.end_batch()
-    assert sample("eos_bridge_output_records_total") == 3
+    assert sample("eos_bridge_output_records_total") == 4

@@ -1,6 +1,6 @@
 """The fused count (``Count.fused``, P2's hot path) against the general Row path, on real
-RocksDB stores: the same output bytes and the same state, and a batch it hands back has
-changed nothing."""
+RocksDB stores: the same output bytes and the same state; where it hands the rest of a batch
+back, it has produced and counted exactly the records before that point."""
 
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ from app.pipeline.stateful import Count
 from app.pipeline.steps import StepContext, fuse
 from app.state.keys import encode_key
 from tests.support.state import LocalAccess
+from tests.unit.test_fused_path import Sink
 
 Headers = list[tuple[str, bytes]] | None
 
@@ -74,11 +75,16 @@ def general(batch: list[Msg], access: LocalAccess) -> list[tuple[bytes, Any, Hea
     return [(orjson.dumps(r.value), r.key, r.headers) for r in rows]
 
 
-def fused(batch: list[Msg], access: LocalAccess, max_bytes: int = 1_000_000) -> Any:
+def fused(
+    batch: list[Msg], access: LocalAccess, max_bytes: int = 1_000_000
+) -> tuple[int, list[tuple[bytes, Any, Headers]]]:
+    """How many messages the fused count handled, and what it produced."""
     run = fuse(Pipeline().count().steps, False, max_bytes, None, access)
     assert run is not None
-    out = run(batch)
-    return None if out is None else [(payload, key, headers) for payload, key, headers, _ in out]
+    sink = Sink()
+    done, produced = run(batch, sink.produce, sink.room, "out")
+    assert produced == len(sink.records) and {t for t, *_ in sink.records} <= {"out"}
+    return done, [(payload, key, headers) for _, payload, key, headers in sink.records]
 
 
 def state_of(access: LocalAccess) -> dict[Any, dict[bytes, bytes | None]]:
@@ -110,7 +116,7 @@ def test_fused_count_equals_the_general_path(
             headers = [("h", b"v")] if with_headers else None
             batch.append(Msg(key, offset, partition, headers))
             offset += 1
-        assert fused(batch, fast) == general(batch, slow)
+        assert fused(batch, fast) == (len(batch), general(batch, slow))
         assert state_of(fast) == state_of(slow)
         if data.draw(st.booleans()):
             slow.commit()
@@ -124,32 +130,37 @@ def test_fused_count_equals_the_general_path(
 
 def test_counts_continue_from_committed_state(tmp_path: Path) -> None:
     access = LocalAccess(tmp_path)
-    assert fused([Msg(b"k", 0), Msg(b"k", 1)], access) is not None
+    assert fused([Msg(b"k", 0), Msg(b"k", 1)], access)[0] == 2
     access.commit()
     access.close()
-    out = fused([Msg(b"k", 2)], LocalAccess(tmp_path))
-    assert out is not None and orjson.loads(out[0][0])["count"] == 3
+    done, out = fused([Msg(b"k", 2)], LocalAccess(tmp_path))
+    assert done == 1 and orjson.loads(out[0][0])["count"] == 3
 
 
-def test_a_batch_handed_back_changed_no_state(tmp_path: Path) -> None:
-    """A consumer error, an output over max_bytes or a count past INT64_MAX: None, and the
-    state is as before the batch (the general path then counts the batch itself)."""
-    access = LocalAccess(tmp_path)
-    assert fused([Msg(b"a", 0), Msg(b"b", 1, partition=1)], access) is not None
-    before = state_of(access)
-    assert before  # the batch above is uncommitted: it must survive the hand-backs below
+def test_the_rest_of_a_batch_is_handed_back_at_the_first_unusual_record(
+    tmp_path: Path,
+) -> None:
+    """A consumer error, an output over max_bytes or a count past INT64_MAX at index 2: the
+    fused count stops there, having produced and counted exactly records 0 and 1, the same as
+    the general path for them (which then counts the rest and isolates the record)."""
+    slow, fast = LocalAccess(tmp_path / "general"), LocalAccess(tmp_path / "fused")
+    for access in (slow, fast):
+        access.partition("count", "in", 0).set(encode_key(b"big"), b"%d" % INT64_MAX)
+        access.commit()
+    first = [Msg(b"a", 0), Msg(b"b", 1, partition=1)]
     cases = [
-        ([Msg(b"a", 2), Msg(b"b", 3, 1), Msg(b"c", 4, error="_TRANSPORT")], 1_000_000),
-        ([Msg(b"a", 2), Msg(b"x" * 200, 3)], 300),  # key repeated in the value: over the bound
-        ([Msg(b"a", 2), Msg(b"b", 3, 1, [("h", b"v" * 400)])], 300),  # headers count too
+        ([*first, Msg(b"c", 2, error="_TRANSPORT"), Msg(b"a", 3)], 1_000_000),
+        ([*first, Msg(b"x" * 200, 2), Msg(b"a", 3)], 300),  # the key is in the value too
+        ([*first, Msg(b"b", 2, 1, [("h", b"v" * 400)]), Msg(b"a", 3)], 300),  # headers count
+        ([*first, Msg(b"big", 2), Msg(b"a", 3)], 1_000_000),
     ]
     for batch, max_bytes in cases:
-        assert fused(batch, access, max_bytes) is None
-        assert state_of(access) == before
-    access.partition("count", "in", 0).set(encode_key(b"big"), b"%d" % INT64_MAX)
-    before = state_of(access)
-    assert fused([Msg(b"a", 5), Msg(b"big", 6)], access) is None
-    assert state_of(access) == before
+        assert fused(batch, fast, max_bytes) == (2, general(first, slow))
+        assert state_of(fast) == state_of(slow) != {}
+        slow.discard()
+        fast.discard()
+    slow.close()
+    fast.close()
 
 
 def test_fused_only_for_a_count_alone_given_state(tmp_path: Path) -> None:

@@ -1,4 +1,6 @@
-"""The fused fast path (app.pipeline.steps.fuse) against the general Row path."""
+"""The fused fast path (app.pipeline.steps.fuse) against the general Row path: the same
+outputs, and at the first record that needs the general path, a stop that leaves it and the
+rest of the batch to it, with exactly the records before it produced."""
 
 from __future__ import annotations
 
@@ -7,6 +9,7 @@ from typing import Any
 import orjson
 
 from app.pipeline import Pipeline
+from app.pipeline.fusion import FusedBatch
 from app.pipeline.record import Row
 from app.pipeline.stateful import Count
 from app.pipeline.steps import StepContext, fuse
@@ -43,6 +46,30 @@ class Msg:
         return (1, 0)
 
 
+Produced = tuple[str, bytes, Any, Any]  # topic, value, key, headers
+
+
+class Sink:
+    """The producer side of a fused pipeline: records what it produced."""
+
+    def __init__(self) -> None:
+        self.records: list[Produced] = []
+
+    def produce(self, topic: str, value: bytes, key: Any, headers: Any = None) -> None:
+        self.records.append((topic, value, key, headers))
+
+    def room(self, topic: str, value: bytes, key: Any, headers: Any) -> None:
+        raise AssertionError("no full queue in these tests")
+
+
+def drive(fused: FusedBatch, batch: list[Any]) -> tuple[int, list[Produced]]:
+    """How many messages ``fused`` handled, and what it produced (default topic "out")."""
+    sink = Sink()
+    done, produced = fused(batch, sink.produce, sink.room, "out")
+    assert produced == len(sink.records)
+    return done, sink.records
+
+
 def general_path(pipeline: Pipeline, messages: list[Msg]) -> list[tuple[bytes, Any]]:
     rows = [
         Row(orjson.loads(m.value()), m.key(), None, "in", 0, m.offset(), 0, m.value())
@@ -71,33 +98,46 @@ def test_fused_output_equals_the_general_path() -> None:
     batch = messages(200)
     fused = fuse(pipeline.steps, True, 1_000_000)
     assert fused is not None
-    encoded = fused(batch)
-    assert encoded is not None
-    assert [(payload, key) for payload, key, *_ in encoded] == general_path(pipeline, batch)
+    done, out = drive(fused, batch)
+    assert done == 200
+    assert [(value, key) for _, value, key, _ in out] == general_path(pipeline, batch)
+    assert {(topic, headers) for topic, _, _, headers in out} == {("out", None)}
 
 
-def test_anything_unusual_takes_the_general_path() -> None:
+def test_anything_unusual_stops_the_fast_path_at_that_record() -> None:
     def boom(v: Any) -> Any:
         if v["id"] == 7:
             raise ValueError("bad record")
         return v
 
+    class Failed(Msg):
+        def error(self) -> Any:
+            return "_TRANSPORT"
+
     cases = [
-        (Pipeline().map(boom), messages(10)),  # a raising step
-        (Pipeline().map(lambda v: [v, v]), messages(3)),  # fan-out
-        (Pipeline().map(lambda v: "text"), messages(3)),  # not a dict
-        (Pipeline().map(lambda v: v), [*messages(3), Msg(b"not json")]),  # undecodable
-        (Pipeline().map(lambda v: {"pad": "x" * 200}), messages(3)),  # over max_bytes
-        (Pipeline().map(lambda v: {**v, "c": v["id"] * 10**20}), messages(3)),  # > 64 bits
-        (Pipeline().map(lambda v: {**v, "r": [float("nan")]}), messages(3)),  # NaN → null
+        (Pipeline().map(boom), 7),  # a raising step
+        (Pipeline().map(lambda v: [v, v] if v["id"] == 7 else v), 7),  # fan-out
+        (Pipeline().map(lambda v: "text" if v["id"] == 7 else v), 7),  # not a dict
+        (Pipeline().map(lambda v: {"pad": "x" * 200} if v["id"] == 7 else v), 7),  # > max_bytes
+        (Pipeline().map(lambda v: {**v, "c": v["id"] * 10**20}), 1),  # beyond 64 bits
+        (Pipeline().map(lambda v: {**v, "r": [float("nan")] if v["id"] == 7 else []}), 7),
+        (Pipeline().filter(lambda v: v["id"] != 7), 7),  # undecodable (below)
+        (Pipeline().filter(lambda v: v["id"] != 7), 7),  # a consumer error (below)
     ]
-    for pipeline, batch in cases:
+    for n, (pipeline, stop) in enumerate(cases):
+        batch = messages(10)
+        if n == 6:
+            batch[7] = Msg(b"not json")
+        if n == 7:
+            batch[7] = Failed(b"{}")
         fused = fuse(pipeline.steps, True, 100)
         assert fused is not None
-        assert fused(batch) is None
+        done, out = drive(fused, batch)
+        assert done == stop, n
+        assert [(value, key) for _, value, key, _ in out] == general_path(pipeline, batch[:stop])
 
 
-def test_no_fast_path_for_keying_routing_state_or_bytes_input() -> None:
+def test_no_fast_path_for_state_or_bytes_input() -> None:
     assert fuse(Pipeline().key_by(lambda v: v["id"]).steps, True, 1000) is None
     assert fuse(Pipeline().route(lambda v: "t").steps, True, 1000) is None
     assert fuse(Pipeline().then(Count()).steps, True, 1000) is None
@@ -107,5 +147,23 @@ def test_no_fast_path_for_keying_routing_state_or_bytes_input() -> None:
 def test_a_null_that_is_really_null_stays_on_the_fast_path() -> None:
     fused = fuse(Pipeline().map(lambda v: {**v, "none": None, "s": "null"}).steps, True, 1000)
     assert fused is not None
-    encoded = fused(messages(3))
-    assert encoded is not None and len(encoded) == 3
+    assert drive(fused, messages(3))[0] == 3
+
+
+def test_the_fast_path_waits_for_room_in_a_full_queue() -> None:
+    fused = fuse(Pipeline().filter(lambda v: True).steps, True, 1000)
+    assert fused is not None
+    tries: list[bytes] = []
+    waited: list[Produced] = []
+
+    def produce(topic: str, value: bytes, key: Any, headers: Any = None) -> None:
+        tries.append(value)
+        if len(tries) == 2:
+            raise BufferError("Local: Queue full")
+
+    def room(topic: str, value: bytes, key: Any, headers: Any) -> None:
+        waited.append((topic, value, key, headers))
+
+    batch = messages(3)
+    assert fused(batch, produce, room, "out") == (3, 3)
+    assert waited == [("out", batch[1].value(), b"u1", None)]

@@ -19,7 +19,7 @@ from app.pipeline.spec import compile_spec, load_spec
 from app.pipeline.stateful import Count
 from app.pipeline.steps import fuse
 from bench.pipelines import p1
-from tests.unit.test_fused_path import Msg
+from tests.unit.test_fused_path import Msg, drive
 
 
 def rows(*values: Any) -> list[Row]:
@@ -47,11 +47,12 @@ def general(p: Pipeline, values: list[Any]) -> list[tuple[bytes, Any]]:
     return [(orjson.dumps(r.value), k) for r, k in zip(out, keys, strict=True)]
 
 
-def fused(p: Pipeline, values: list[Any]) -> list[tuple[bytes, Any]] | None:
+def fused(p: Pipeline, values: list[Any]) -> tuple[int, list[tuple[bytes, Any]]]:
+    """How many records the fused path handled, and its outputs."""
     run_batch = fuse(p.steps, True, 1_000_000)
     assert run_batch is not None
-    encoded = run_batch([Msg(orjson.dumps(v), b"k", i) for i, v in enumerate(values)])
-    return None if encoded is None else [(payload, key) for payload, key, *_ in encoded]
+    done, out = drive(run_batch, [Msg(orjson.dumps(v), b"k", i) for i, v in enumerate(values)])
+    return done, [(payload, key) for _, payload, key, _ in out]
 
 
 # ---- hostile expressions ----------------------------------------------------------------------
@@ -121,8 +122,8 @@ def test_hostile_operands_dead_letter_the_record_only(
     out, ctx = run(pipeline, rows(benign, hostile, benign))
     assert [r.offset for r in out] == [0, 2]  # the neighbours go on
     assert [(f.row.offset, type(f.error)) for f in ctx.failures] == [(1, error)]
-    assert fused(pipeline, [benign, hostile]) is None  # the fast path hands the batch over
-    assert fused(pipeline, [benign]) == general(pipeline, [benign])
+    # The fast path stops at the hostile record and hands it (and the rest) over.
+    assert fused(pipeline, [benign, hostile, benign]) == (1, general(pipeline, [benign]))
 
 
 def test_comprehensions_within_the_budget_work() -> None:
@@ -170,7 +171,8 @@ def test_spec_equals_python_form_on_random_records(values: list[dict[str, Any]])
     for spec_form, python_form in ((_README_SPEC, _README_PYTHON), (_BENCH_P1_SPEC, p1)):
         expected = general(python_form, values)
         assert general(spec_form, values) == expected
-        assert fused(spec_form, values) == expected
+        assert fused(spec_form, values) == (len(values), expected)
+    assert fused(p1, values) == (len(values), general(p1, values))  # key_by(fn): no fast path
 
 
 def test_fused_spec_sees_the_same_metadata_as_the_row_path() -> None:
@@ -179,9 +181,9 @@ def test_fused_spec_sees_the_same_metadata_as_the_row_path() -> None:
         {"set": {"k": "key", "t": "topic", "p": "partition", "h": "headers", "ts": "timestamp"}},
     )
     values = [{"user": "a", "l": [0, 1], "n": 4}, {"user": "b", "l": [], "n": 2}]
-    assert fused(pipeline, values) == general(pipeline, values)
+    assert fused(pipeline, values) == (len(values), general(pipeline, values))
     shapes = spec({"set": {"c": "{str(x): [x] * 2 for x in l if x}", "f": "f'{user!r:>{n}}'"}})
-    assert fused(shapes, values) == general(shapes, values)
+    assert fused(shapes, values) == (len(values), general(shapes, values))
     assert orjson.loads(general(shapes, values)[0][0])["f"] == " 'a'"
 
 
@@ -233,26 +235,35 @@ def test_fused_route_equals_the_row_path(values: list[dict[str, Any]]) -> None:
     )
     assert not ctx.failures
     failures = _output(general_out).send(batch)
+    assert {f.step for f in failures} <= {"route"}  # InvalidRoute, UnknownRouteTopic
+    # As the loop does it: the fast path up to the first record it cannot route, the general
+    # path from there on.
     run_batch = fuse(_ROUTED.steps, True, 1_000_000, _EXISTING.__contains__)
     assert run_batch is not None
-    encoded = run_batch([Msg(orjson.dumps(v), b"k", i) for i, v in enumerate(values)])
-    if failures:  # InvalidRoute / UnknownRouteTopic: the loop runs the general path instead
-        assert {f.step for f in failures} == {"route"}
-        assert encoded is None
-        return
-    assert encoded is not None
     fused_out = _Recorder()
-    _output(fused_out).send_encoded(encoded)
+    output = _output(fused_out)
+    done = output.send_fused(
+        run_batch, [Msg(orjson.dumps(v), b"k", i) for i, v in enumerate(values)]
+    )
+    assert done == min([f.row.offset for f in failures], default=len(values))
+    rest, ctx = run(
+        _ROUTED, [Row(v, b"k", None, "in", 0, i, 0, b"") for i, v in enumerate(values) if i >= done]
+    )
+    assert not ctx.failures
+    rest_failures = output.send(rest)
     assert fused_out.produced == general_out.produced
+    assert [(f.row.offset, f.step) for f in rest_failures] == [
+        (f.row.offset, f.step) for f in failures
+    ]
 
 
 def test_fused_route_falls_back_on_each_kind_of_bad_route() -> None:
     run_batch = fuse(spec({"route": "target"}).steps, True, 1000, _EXISTING.__contains__)
     assert run_batch is not None
     good = Msg(b'{"target": "big"}')
-    assert run_batch([good]) == [(b'{"target":"big"}', b"k", None, "big")]
+    assert drive(run_batch, [good]) == (1, [("big", b'{"target":"big"}', b"k", None)])
     for bad in (b'"missing"', b'""', b"1", b'["big"]'):  # unknown topic, empty, not a string
-        assert run_batch([good, Msg(b'{"target": ' + bad + b"}")]) is None
+        assert drive(run_batch, [good, Msg(b'{"target": ' + bad + b"}"), good])[0] == 1
 
 
 # ---- no expression sees another's result or changes the input ---------------------------------
@@ -286,11 +297,11 @@ def test_the_documented_example_compiles_and_runs() -> None:
 def test_fused_spec_leaves_large_outputs_and_non_objects_to_the_general_path() -> None:
     too_large = fuse(spec({"set": {"pad": "'x' * 200"}}).steps, True, 100)
     assert too_large is not None
-    assert too_large([Msg(b'{"a": 1}')]) is None
+    assert drive(too_large, [Msg(b'{"a": 1}')]) == (0, [])
     filter_only = fuse(spec({"filter": "value != 0"}).steps, True, 100)
     assert filter_only is not None
-    assert filter_only([Msg(b"5")]) is None  # a number: Output encodes it, not the fast path
-    assert filter_only([Msg(b'{"a": 1}')]) == [(b'{"a":1}', b"k", None, None)]
+    assert drive(filter_only, [Msg(b"5")]) == (0, [])  # a number: Output encodes it, not here
+    assert drive(filter_only, [Msg(b'{"a": 1}')]) == (1, [("out", b'{"a":1}', b"k", None)])
 
 
 @pytest.mark.parametrize("expression", ["-" * 100_000 + "1", "[" * 200 + "]" * 200, "a\x00b"])

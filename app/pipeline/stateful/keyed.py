@@ -19,7 +19,7 @@ import orjson
 from app.errors import ConfigError
 from app.pipeline.encoding import header_bytes
 from app.pipeline.errors import INT64_MAX
-from app.pipeline.fusion import Encoded, FusedBatch
+from app.pipeline.fusion import FusedBatch, Produce, Room
 from app.pipeline.record import Row
 from app.pipeline.stateful.kit import (
     SOURCE_OFFSET,
@@ -205,33 +205,32 @@ class Sum:
 
 
 def _fused_count(store: str, access: StateAccess, max_bytes: int) -> FusedBatch:
-    """Count a batch of consumer messages in one pass: P2's hot path.
+    """Count a batch of consumer messages in one pass and produce each output: P2's hot path.
 
-    New counts go to a per-batch overlay and into the state only once the whole batch went
-    through, so a batch handed back to the general path (None: a consumer error, a count past
-    INT64_MAX, an output over ``max_bytes``) has changed nothing; the general path then counts
-    it again and isolates the record.
+    New counts go to a per-batch overlay, and into the state once the loop ends: after the
+    whole batch, or before the first record it hands to the general path (a consumer error, a
+    count past INT64_MAX, an output over ``max_bytes``), so the state then holds exactly the
+    records produced so far; the general path counts the rest and isolates the record.
     """
     dumps = orjson.dumps
 
-    def run(messages: list[Any]) -> list[Encoded] | None:
+    def run(messages: list[Any], produce: Produce, room: Room, topic: str) -> tuple[int, int]:
         overlay: list[tuple[StateView, dict[bytes, int]]] = []
         seen: dict[tuple[str, int], dict[bytes, int]] = {}
-        out: list[Encoded] = []
-        append = out.append
         last_topic, last_partition = None, -1
         view: Any = None
         counts: dict[bytes, int] = {}
+        done = 0
         for m in messages:
             if m.error() is not None:
-                return None
-            topic, partition = m.topic(), m.partition()
-            if partition != last_partition or topic != last_topic:
-                last_topic, last_partition = topic, partition
-                view = access.partition(store, topic, partition)  # PartitionsMigrated: raised
-                found = seen.get((topic, partition))
+                break
+            source, partition = m.topic(), m.partition()
+            if partition != last_partition or source != last_topic:
+                last_topic, last_partition = source, partition
+                view = access.partition(store, source, partition)  # PartitionsMigrated: raised
+                found = seen.get((source, partition))
                 if found is None:
-                    found = seen[(topic, partition)] = {}
+                    found = seen[(source, partition)] = {}
                     overlay.append((view, found))
                 counts = found
             key = m.key()
@@ -243,13 +242,12 @@ def _fused_count(store: str, access: StateAccess, max_bytes: int) -> FusedBatch:
             else:
                 count += 1
             if count > INT64_MAX:
-                return None
-            counts[state_key] = count
+                break
             payload = dumps(
                 {
                     "key": display_key(key),
                     "count": count,
-                    SOURCE_TOPIC: topic,
+                    SOURCE_TOPIC: source,
                     SOURCE_PARTITION: partition,
                     SOURCE_OFFSET: m.offset(),
                 }
@@ -259,13 +257,21 @@ def _fused_count(store: str, access: StateAccess, max_bytes: int) -> FusedBatch:
             if headers:
                 size += header_bytes(headers)
             if size > max_bytes:
-                return None
-            append((payload, key, headers, None))
+                break
+            counts[state_key] = count
+            try:
+                if headers is None:
+                    produce(topic, payload, key)
+                else:
+                    produce(topic, payload, key, headers=headers)
+            except BufferError:
+                room(topic, payload, key, headers)
+            done += 1
         for view, counts in overlay:
             set_ = view.set
             for state_key, count in counts.items():
                 set_(state_key, b"%d" % count)
-        return out
+        return done, done
 
     return run
 
