@@ -29,6 +29,7 @@ from bench.contenders import BY_KEY, CONTENDERS, REPO, Contender, quix_python
 from bench.data import seed_topic
 from bench.kafka import create_topics
 from bench.latency import latency_run
+from bench.process import settle
 from bench.throughput import throughput_run
 from devkit.kafka import LocalKafka
 
@@ -135,13 +136,17 @@ def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
             seed_topic(bootstrap, topic, args.records, INPUT_KEYS[topic])
             log(f"seeded {topic}: {args.records:,} records in {time.monotonic() - started:.0f}s")
         timeout = 120 + args.records / 500
+        broker_pid = kafka.brokers[0].pid
+        assert broker_pid is not None  # started above
         for rep in range(args.reps):
             for pipeline in pipelines:
                 for c in rotated(contenders, rep):
+                    settle(broker_pid)
                     entry = _throughput(c, args, bootstrap, pipeline, rep, workdir, timeout, source)
                     runs.append(entry)
             if args.latency_rate and "p1" in pipelines:
                 for c in rotated(contenders, rep):
+                    settle(broker_pid)
                     latency += _latency(c, args, bootstrap, rep, workdir, source)
         if not args.no_recovery:
             recovery = _recovery(bootstrap, args, source)

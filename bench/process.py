@@ -1,7 +1,9 @@
-"""One contender process: start it, sample its CPU and peak RSS, stop it by its own pid."""
+"""One contender process: start it, sample its CPU and peak RSS, stop it by its own pid; and
+the settling of the machine before each run."""
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import time
@@ -60,3 +62,27 @@ class ContenderProcess:
     def tail(self, lines: int = 30) -> str:
         text = self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
         return "\n".join(text.splitlines()[-lines:])
+
+
+def settle(
+    broker_pid: int, idle_share: float = 0.05, window_s: float = 1.0, timeout_s: float = 30.0
+) -> float:
+    """Before a run: write back dirty pages, then wait until the broker uses less than
+    ``idle_share`` of a core over ``window_s`` (at most ``timeout_s``); returns the seconds it
+    took.
+
+    Otherwise the kernel writes the previous run's output back during the next run, and the
+    broker deletes the previous run's topics and logs its changelog compaction in it: work
+    that lands on whichever contender runs next, not on the one that caused it.
+    """
+    started = time.monotonic()
+    os.sync()
+    broker = psutil.Process(broker_pid)
+    while time.monotonic() - started < timeout_s:
+        before = broker.cpu_times()
+        time.sleep(window_s)
+        after = broker.cpu_times()
+        used = after.user + after.system - before.user - before.system
+        if used < idle_share * window_s:
+            break
+    return time.monotonic() - started

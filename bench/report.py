@@ -37,6 +37,9 @@ NOTES = [
     "reaches; the like-for-like comparison with the hand loop is P1.",
     "- Quix's P3 emits slightly fewer windows than eos-bridge and the hand loop: it closes a "
     "window on its own watermark rules; all three process every input record.",
+    "- Before each run the bench writes dirty pages back (`sync`) and waits, at most 30 s, until "
+    "the broker is idle (deleted topics, compaction), so the previous run's leftovers do not "
+    "land on the next contender.",
     "- The machine is shared with other engineers' test runs: single figures move by tens of "
     "percent between repetitions; read the per-repetition ratios.",
     "",
