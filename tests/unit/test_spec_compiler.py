@@ -18,7 +18,7 @@ from app.pipeline import Pipeline, Row, StepContext
 from app.pipeline.spec import compile_spec, load_spec
 from app.pipeline.stateful import Count
 from app.pipeline.steps import fuse
-from bench.pipelines import p1
+from bench.pipelines import p1, p3
 from tests.unit.test_fused_path import Msg, drive
 
 
@@ -332,3 +332,14 @@ def test_results_json_cannot_carry_fail_their_record_at_output() -> None:
     failures = output.send(batch)
     assert [(f.row.offset, f.step) for f in failures] == [(0, "output"), (1, "output")]
     assert producer.produced == []
+
+
+def test_a_plain_field_in_a_stateful_step_is_the_python_forms_field_name() -> None:
+    """``aggregate: {sum: amount}`` builds the very step of ``.aggregate("sum", of="amount")``;
+    an expression stays a compiled function."""
+    bench_p3 = load_spec(Path(__file__).resolve().parents[2] / "bench" / "specs" / "p3.yaml")
+    assert repr(bench_p3.steps) == repr(p3.steps)
+    doubled = spec({"window": {"size": 10, "aggregate": {"sum": "amount * 2"}}})
+    assert "RowFn" in repr(doubled.steps[0])
+    meta = spec({"window": {"size": 10, "aggregate": {"sum": "offset"}}})
+    assert "RowFn" in repr(meta.steps[0])  # metadata, not a field of the value

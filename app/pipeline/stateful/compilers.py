@@ -10,7 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 from app.errors import ConfigError
-from app.pipeline.expressions import row_expression
+from app.pipeline.expressions import ROW_META, row_expression, translate
 from app.pipeline.stateful.keyed import Count, Dedupe, Sum
 from app.pipeline.stateful.kit import RowFn
 from app.pipeline.stateful.windows import window
@@ -36,9 +36,14 @@ def _options(
     return arg
 
 
-def _row_expr(source: Any, where: str) -> RowFn:
+def _row_expr(source: Any, where: str) -> RowFn | str:
+    """The compiled expression; a plain field reference (``amount``) becomes the field name,
+    so the step is the very one the Python form builds (``of="amount"``)."""
     if not isinstance(source, str):
         raise ConfigError(f"pipeline spec {where}: expected an expression string, got {source!r}")
+    name = source.strip()
+    if translate(name, where, ROW_META, finite=True).code == f"v[{name!r}]":
+        return name
     return RowFn(row_expression(source, where))
 
 
