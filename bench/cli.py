@@ -48,6 +48,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--latency-rate", type=int, default=2000, help="records/s; 0 = skip")
     p.add_argument("--latency-seconds", type=float, default=10.0)
     p.add_argument("--no-recovery", action="store_true", help="skip bench.bench_recovery")
+    p.add_argument("--no-warmup", action="store_true", help="skip the uncounted run after seeding")
     p.add_argument("--out", type=Path, default=REPO / "bench" / "results")
     p.add_argument("--keep", action="store_true", help="keep the work dir (logs, broker data)")
     return p.parse_args(argv)
@@ -138,6 +139,12 @@ def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
         timeout = 120 + args.records / 500
         broker_pid = kafka.brokers[0].pid
         assert broker_pid is not None  # started above
+        if not args.no_warmup and contenders and pipelines:
+            # The first run after seeding is often tens of percent slow (the broker's read and
+            # transaction paths are cold): one uncounted run takes that hit for everyone.
+            settle(broker_pid)
+            log("warm-up run (not counted):")
+            _throughput(contenders[0], args, bootstrap, pipelines[0], -1, workdir, timeout, source)
         for rep in range(args.reps):
             for pipeline in pipelines:
                 for c in rotated(contenders, rep):

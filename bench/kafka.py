@@ -36,14 +36,23 @@ class Probe:
     def total(self) -> int:
         return sum(self._ends.values())
 
-    def output_started(self) -> bool:
+    @property
+    def output_partitions(self) -> int:
+        return len(self._outputs)
+
+    def appended(self) -> int | None:
+        """Records appended to the output so far, transaction markers included (the sum of
+        its high watermarks); None while a new topic's leader is not known yet."""
         try:
-            for tp in self._outputs:
-                if self._consumer.get_watermark_offsets(tp, timeout=5, cached=False)[1] > 0:
-                    return True
-        except KafkaException:  # a new topic's leader not known yet: ask again next poll
-            pass
-        return False
+            return sum(
+                self._consumer.get_watermark_offsets(tp, timeout=5, cached=False)[1]
+                for tp in self._outputs
+            )
+        except KafkaException:
+            return None
+
+    def output_started(self) -> bool:
+        return bool(self.appended())
 
     def committed(self) -> int:
         """Input records the group has committed so far (0 while the coordinator loads)."""

@@ -23,3 +23,49 @@ def test_a_ratio_over_a_zero_denominator_is_left_out() -> None:
         {"rep": 2, "contender": "b", "cpu_s_per_m": 1.5},
     ]
     assert _ratios(runs, "a", "b", "cpu_s_per_m") == [2.0]
+
+
+class _Probe:
+    """Appended counts as a contender's output would show them, one per poll."""
+
+    output_partitions = 4
+
+    def __init__(self, appended: list[int], final: int) -> None:
+        self._appended, self.final, self.polls = iter(appended), final, 0
+
+    def appended(self) -> int:
+        self.polls += 1
+        return next(self._appended, self.final)
+
+    def caught_up(self) -> bool:
+        return False
+
+
+class _Proc:
+    def __init__(self) -> None:
+        self.cpu = 0.0
+
+    def cpu_seconds(self) -> float:
+        self.cpu += 0.5
+        return self.cpu
+
+
+def _polled(appended: list[int], final: int) -> tuple[float, float]:
+    from bench.throughput import _Appends
+
+    probe = _Probe(appended, final)
+    appends = _Appends(_Proc(), probe)  # type: ignore[arg-type]
+    for _ in appended:
+        appends.caught_up()
+    return appends.last_output(done_t=-1.0, done_cpu=-1.0)
+
+
+def test_the_run_ends_at_the_last_output_record_not_at_the_next_commit() -> None:
+    """An exactly-once run: 100 records, then idle polls until the commit that appends one
+    marker per partition (4); the end point is the poll that first saw all 100 records."""
+    _, cpu = _polled([10, 50, 99, 100, 100, 100], final=104)
+    assert cpu == 2.0  # the 4th poll (CPU read at polls 1..4: 0.5, 1.0, 1.5, 2.0)
+
+
+def test_output_appended_after_the_group_caught_up_keeps_the_commit_as_the_end() -> None:
+    assert _polled([10, 50], final=500) == (-1.0, -1.0)
