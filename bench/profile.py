@@ -31,7 +31,9 @@ from devkit.kafka import LocalKafka
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m bench.profile", description=__doc__)
     p.add_argument("--pipeline", default="p1", choices=sorted(INPUTS))
-    p.add_argument("--contender", default="bridge-eos", choices=["bridge-eos", "bridge-alo"])
+    p.add_argument(
+        "--contender", default="bridge-eos", choices=["bridge-eos", "bridge-eos-spec", "bridge-alo"]
+    )
     p.add_argument("--tool", default="pyinstrument", choices=["pyinstrument", "py-spy"])
     p.add_argument("--records", type=int, default=200_000)
     p.add_argument("--partitions", type=int, default=4)
@@ -41,7 +43,8 @@ def main(argv: list[str] | None = None) -> int:
     contender = BY_KEY[args.contender]
     workdir = Path(tempfile.mkdtemp(prefix="eos-bench-profile-"))
     args.out.mkdir(parents=True, exist_ok=True)
-    stem = args.out / f"profile-{args.pipeline}-{contender.guarantee}-{args.tool}"
+    form = "-spec" if contender.spec else ""
+    stem = args.out / f"profile-{args.pipeline}-{contender.guarantee}{form}-{args.tool}"
     session = workdir / "profile.pyisession"
     spies: list[subprocess.Popen[bytes]] = []
     python_args: tuple[str, ...] = ()
