@@ -31,10 +31,9 @@ class _Probe:
     output_partitions = 4
 
     def __init__(self, appended: list[int], final: int) -> None:
-        self._appended, self.final, self.polls = iter(appended), final, 0
+        self._appended, self.final = iter(appended), final
 
     def appended(self) -> int:
-        self.polls += 1
         return next(self._appended, self.final)
 
     def caught_up(self) -> bool:
