@@ -18,7 +18,7 @@
     │   │                          record goes to the dead-letter topic on replay
     │   └── RecordTooLarge         librdkafka refused a record for its size before sending
     │                              it: an output or dead letter is dead-lettered or cut
-    │                              at once (app.output); elsewhere the transaction aborts
+    │                              at once (app.sink.output); elsewhere the transaction aborts
     ├── PartitionsMigrated         partitions were lost while we held uncommitted work:
     │                              abort, drop their state, rewind the rest, rejoin
     ├── StateCorrupted             local state unusable: wipe that partition's store and
@@ -34,8 +34,8 @@
 
 Kafka errors become these classes in one place, :func:`app.kafka.errors.classify` (by error
 code and librdkafka's flags, never by message text); the loop reacts to them in one place,
-:meth:`app.loop.Bridge.run`. A blocking client call that overruns its deadline is not an
-exception: the watchdog (:mod:`app.watchdog`) logs it and leaves with exit 3.
+:meth:`app.engine.loop.Bridge.run`. A blocking client call that overruns its deadline is not an
+exception: the watchdog (:mod:`app.engine.watchdog`) logs it and leaves with exit 3.
 
 Messages name the setting, topic/partition/offset and what to do.
 """

@@ -1,8 +1,8 @@
-"""Wiring: settings → clients, pipeline, state, checkpoint → :class:`app.loop.Bridge`.
+"""Wiring: settings → clients, pipeline, state, checkpoint → :class:`app.engine.loop.Bridge`.
 
 Also the start-up checks (broker reachable, topics exist) and the exit codes:
 0 clean stop, 2 configuration, 3 fatal Kafka error (or a Kafka call stuck past its deadline,
-see app.watchdog), 4 record failure with on_error=fail, 5 another live instance uses this
+see app.engine.watchdog), 4 record failure with on_error=fail, 5 another live instance uses this
 instance_id.
 """
 
@@ -15,31 +15,31 @@ from types import FrameType
 from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, KafkaException, Producer
 from confluent_kafka.admin import AdminClient, ConfigResource
 
-from app.checkpoint import Checkpoint
-from app.collector import RecordCollector
 from app.config import BridgeSettings
-from app.deadletters import DeadLetters
+from app.engine.checkpoint import Checkpoint
+from app.engine.loop import Bridge
+from app.engine.transactions import Transactions
+from app.engine.watchdog import Watchdog
 from app.errors import BridgeError, ConfigError, InstanceFenced, KafkaFatalError, RecordError
-from app.health import Health, serve
 from app.kafka.access import check_acls, connect, transactional_access_error
 from app.kafka.admin import require_topics
 from app.kafka.catalog import TopicCatalog
 from app.kafka.defaults import consumer_config, producer_config
 from app.kafka.errors import describe
-from app.logs import librdkafka_logging
-from app.loop import Bridge
-from app.metrics import Metrics
-from app.output import Output
+from app.ops.health import Health, serve
+from app.ops.logs import librdkafka_logging
+from app.ops.metrics import Metrics
 from app.pipeline.builder import Pipeline, load_pipeline
 from app.pipeline.spec import load_spec
+from app.sink.collector import RecordCollector
+from app.sink.deadletters import DeadLetters
+from app.sink.output import Output
 from app.state import NoState, StateBackend, make_backend
-from app.transactions import Transactions
-from app.watchdog import Watchdog
 
 log = logging.getLogger(__name__)
 
 EXIT_OK, EXIT_CONFIG, EXIT_FATAL, EXIT_RECORD, EXIT_FENCED = 0, 2, 3, 4, 5
-# An open transaction may live this fraction of transaction.timeout.ms (app.checkpoint).
+# An open transaction may live this fraction of transaction.timeout.ms (app.engine.checkpoint).
 _TXN_AGE_FRACTION = 0.6
 _LIBRDKAFKA_BATCH_SIZE = 1_000_000  # librdkafka's default batch.size
 
@@ -91,7 +91,7 @@ def _batch_limit(admin: AdminClient, topics: list[str], timeout: float) -> int |
 
     A produce batch larger than it is refused whole, with every record in it, inside the
     transaction; so the producer's ``batch.size`` must not exceed it (then only a record that
-    alone is too large is refused, and app.refusals dead-letters it).
+    alone is too large is refused, and app.sink.refusals dead-letters it).
     """
     limits = []
     for topic in topics:

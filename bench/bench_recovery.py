@@ -36,7 +36,6 @@ from typing import Any
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from app.collector import RecordCollector
 from app.config import BridgeSettings
 from app.kafka.errors import consumer_retriable
 from app.kafka.topics import create_topic
@@ -44,6 +43,7 @@ from app.pipeline import Pipeline
 from app.pipeline.record import Row
 from app.pipeline.stateful import Count
 from app.pipeline.steps import StepContext
+from app.sink.collector import RecordCollector
 from app.state import make_backend
 from app.state.manager import RocksDBState
 from changelog.format import changelog_headers

@@ -118,7 +118,7 @@ def _render_py_spy(stacks: Path, stem: Path, top: int = 30) -> None:
 
 
 def _frame(frame: str) -> tuple[str, str]:
-    """``"Bridge.run (app/loop.py:86)"`` → (``"Bridge.run (loop.py)"``, ``"loop.py:86"``)."""
+    """``"Bridge.run (app/engine/loop.py:86)"`` → (``"Bridge.run (loop.py)"``, ``"loop.py:86"``)."""
     name, _, where = frame.partition(" (")
     where = where.rstrip(")").rsplit("/", 1)[-1]
     file = where.rsplit(":", 1)[0]

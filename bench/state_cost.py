@@ -19,11 +19,11 @@ import time
 import zlib
 from pathlib import Path
 
-from app.collector import RecordCollector
 from app.kafka.errors import consumer_retriable
 from app.pipeline.record import Row
 from app.pipeline.stateful import Count
 from app.pipeline.steps import StepContext
+from app.sink.collector import RecordCollector
 from app.state.manager import RocksDBState
 from bench.bench_recovery import _Producer
 from changelog.recovery import Restorer

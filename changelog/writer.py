@@ -19,7 +19,7 @@ ChangelogPartition = tuple[str, int]
 
 
 class RecordSink(Protocol):
-    """The producer side the writer needs (the bridge's ``app.collector.RecordCollector``)."""
+    """The producer side the writer needs (the bridge's ``app.sink.collector.RecordCollector``)."""
 
     def send_run(
         self,

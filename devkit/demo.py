@@ -77,7 +77,7 @@ def _bridge(bootstrap: str, state_dir: Path, log: Path) -> subprocess.Popen[byte
     )
     with open(log, "ab") as out:
         return subprocess.Popen(
-            [sys.executable, "-m", "app.cli", "run"], env=env, stdout=out, stderr=subprocess.STDOUT
+            [sys.executable, "-m", "app", "run"], env=env, stdout=out, stderr=subprocess.STDOUT
         )
 
 
@@ -156,7 +156,7 @@ def main() -> int:
         print(f"demo: bridge stopped with SIGTERM, exit code {code}")
         _leftovers(bootstrap)
         verify = [
-            sys.executable, "-m", "app.cli", "verify", "--bootstrap", bootstrap,
+            sys.executable, "-m", "app", "verify", "--bootstrap", bootstrap,
             "--input", IN, "--output", OUT, "--dlq", DLQ, "--id-field", "id",
         ]  # fmt: skip
         print("demo: verify ->", end=" ", flush=True)

@@ -12,12 +12,12 @@ from difflib import SequenceMatcher
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient, ClusterMetadata
 
-from app.config import ConnectionSettings
 from app.errors import ConfigError
 from app.kafka.errors import describe
+from app.kafka.ports import Connection
 
 
-def cluster_metadata(conn: ConnectionSettings, timeout: float) -> ClusterMetadata:
+def cluster_metadata(conn: Connection, timeout: float) -> ClusterMetadata:
     """Metadata of every topic, or :class:`ConfigError` when the broker cannot be reached."""
     admin = AdminClient(conn.client_config())
     try:
@@ -31,7 +31,7 @@ def cluster_metadata(conn: ConnectionSettings, timeout: float) -> ClusterMetadat
 
 
 def require_topics(
-    conn: ConnectionSettings,
+    conn: Connection,
     wanted: Iterable[tuple[str, str]],
     timeout: float,
     existing: set[str] | None = None,

@@ -22,7 +22,7 @@ exception, a value that is not a dict (fan-out lists, strings...), NaN/inf from 
 integer beyond 64 bits, an output whose value + key + headers exceed ``max_bytes`` (a bound
 safely below both ``max_output_bytes`` and the producer's ``message.max.bytes``), a route to no
 existing topic. It returns how many messages it handled; the caller runs the rest, from that
-record on, through the steps and :meth:`app.output.Output.send`, which isolate and dead-letter
+record on, through the steps and :meth:`app.sink.output.Output.send`, which isolate and dead-letter
 the record (``InvalidRoute``, ``UnknownRouteTopic``, ``OutputNotEncodable``...) exactly as
 without the fused path. The records before it were handled exactly as the general path would
 have handled them (``tests/unit/test_fused_path.py`` and ``test_spec_compiler.py`` check it).

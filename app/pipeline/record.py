@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 
@@ -62,3 +63,12 @@ class Row:
 
     def __repr__(self) -> str:
         return f"Row({self.source_topic}[{self.partition}]@{self.offset} key={self.key!r})"
+
+
+@dataclass(slots=True, frozen=True)
+class Failure:
+    """A record that a step, the decoder or the output gave up on, with the reason."""
+
+    row: Row
+    step: str
+    error: BaseException

@@ -12,17 +12,8 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from app.pipeline.fusion import FusedBatch, SpecPart, compile_parts
-from app.pipeline.record import Row
+from app.pipeline.record import Failure, Row
 from app.state.access import StateAccess
-
-
-@dataclass(slots=True, frozen=True)
-class Failure:
-    """A record that a step gave up on, with the reason."""
-
-    row: Row
-    step: str
-    error: BaseException
 
 
 @dataclass(slots=True)

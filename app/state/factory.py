@@ -14,7 +14,7 @@ from confluent_kafka.admin import AdminClient
 from app.config import BridgeSettings
 from app.errors import ConfigError
 from app.kafka.errors import consumer_retriable, settling
-from app.logs import librdkafka_logging
+from app.ops.logs import librdkafka_logging
 from app.state.backend import NoState, StateBackend
 from app.state.errors import changelog_errors
 from app.state.locking import StateDirLock

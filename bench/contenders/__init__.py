@@ -60,7 +60,7 @@ class Contender:
         env["PYTHONPATH"] = str(job.source)
         if self.kind == "bridge":
             env.update(bridge_env(job, self.guarantee, self.spec))
-            return [sys.executable, "-m", "app.cli", "run"], env
+            return [sys.executable, "-m", "app", "run"], env
         if self.kind == "kstreams":
             from bench.contenders import kstreams  # here: it imports this module
 

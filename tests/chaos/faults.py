@@ -116,7 +116,7 @@ def rolling_bridge_restart(scene: Scene, rng: random.Random) -> None:
 
 def _ended_by_watchdog(bridge: BridgeProcess) -> bool:
     this_run = bridge.logs().rsplit("===== start #", 1)[-1]
-    return "CRITICAL app.watchdog:" in this_run
+    return "CRITICAL app.engine.watchdog:" in this_run
 
 
 def stall_step(scene: Scene, rng: random.Random) -> None:

@@ -270,7 +270,7 @@ def test_the_bridge_accepts_the_rendered_configuration(
             env[var["name"]] = "from-secret-" + var["valueFrom"]["secretKeyRef"]["key"]
 
     result = subprocess.run(
-        [sys.executable, "-m", "app.cli", "check-config"],
+        [sys.executable, "-m", "app", "check-config"],
         env=env, cwd=REPO, capture_output=True, text=True, timeout=60, check=False,
     )  # fmt: skip
 

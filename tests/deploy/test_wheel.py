@@ -72,11 +72,11 @@ def test_the_wheel_holds_the_service_packages_only(wheel: Path, names: list[str]
     for package in SERVICE:
         assert f"{package}/__init__.py" in names
         assert f"{package}/py.typed" in names
-    assert "app/cli.py" in names
+    assert "app/commands/cli.py" in names
     assert "spark_jobs/jars/pom.xml" in names  # package data the Spark jobs read at run time
     entry_points = next(n for n in names if n.endswith(".dist-info/entry_points.txt"))
     with zipfile.ZipFile(wheel) as archive:
-        assert "eos-bridge = app.cli:main" in archive.read(entry_points).decode()
+        assert "eos-bridge = app.commands.cli:main" in archive.read(entry_points).decode()
 
 
 def test_the_wheel_has_no_launcher_demo_tests_or_bench(names: list[str]) -> None:

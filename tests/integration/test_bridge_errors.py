@@ -9,7 +9,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from app.output import H_CLASS, H_OFFSET, H_PARTITION, H_STEP, H_TOPIC
+from app.sink.output import H_CLASS, H_OFFSET, H_PARTITION, H_STEP, H_TOPIC
 from tests.integration.conftest import MakeBridge
 from tests.support.bridge import REPO, BridgeProcess, base_settings, bridge_topics, wait_caught_up
 from tests.support.kafka import KafkaFixture
@@ -75,7 +75,7 @@ def _run_expecting_failure(env_settings: dict[str, object], timeout: float) -> t
     through ``timeout`` (subprocess.TimeoutExpired)."""
     env = BridgeProcess(Path("/tmp"), **env_settings).env()
     proc = subprocess.run(
-        [sys.executable, "-m", "app.cli", "run"],
+        [sys.executable, "-m", "app", "run"],
         env=env,
         cwd=REPO,
         capture_output=True,

@@ -100,7 +100,7 @@ def test_check_config_masks_secrets() -> None:
         sasl_password="s3cr3t-value",
     ).env()
     proc = subprocess.run(
-        [sys.executable, "-m", "app.cli", "check-config"],
+        [sys.executable, "-m", "app", "check-config"],
         env=env,
         cwd=REPO,
         capture_output=True,

@@ -7,7 +7,7 @@ from __future__ import annotations
 import orjson
 import pytest
 
-from app.output import H_CLASS, H_STEP
+from app.sink.output import H_CLASS, H_STEP
 from tests.integration.conftest import MakeBridge
 from tests.integration.test_bridge_eos import assert_exactly_once
 from tests.support.bridge import (

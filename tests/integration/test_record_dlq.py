@@ -15,7 +15,7 @@ from typing import Any
 import orjson
 import pytest
 
-from app.output import H_CLASS, H_OFFSET, H_PARTITION, H_STEP
+from app.sink.output import H_CLASS, H_OFFSET, H_PARTITION, H_STEP
 from devkit.kafka.cluster import free_port
 from tests.integration.conftest import MakeBridge
 from tests.support.bridge import (

@@ -124,7 +124,7 @@ def test_bridge_moves_records_exactly_once_over_a_secure_listener(
         ["check-config"],
     ):
         done = subprocess.run(
-            [sys.executable, "-m", "app.cli", *command], env=env, cwd=REPO,
+            [sys.executable, "-m", "app", *command], env=env, cwd=REPO,
             capture_output=True, text=True, timeout=180, check=False,
         )  # fmt: skip
         assert done.returncode == 0, f"{command[0]}: {done.stdout}{done.stderr}"[-3000:]
@@ -206,7 +206,7 @@ def _refused_start(
     merged["kafka"].pop("debug", None)
     env = BridgeProcess(tmp_path, **merged).env()
     proc = subprocess.run(
-        [sys.executable, "-m", "app.cli", "run"], env=env, cwd=REPO, capture_output=True,
+        [sys.executable, "-m", "app", "run"], env=env, cwd=REPO, capture_output=True,
         text=True, timeout=120, check=False,
     )  # fmt: skip
     return proc.returncode, proc.stdout + proc.stderr

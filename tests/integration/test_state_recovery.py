@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from app.collector import RecordCollector
 from app.errors import ConfigError
+from app.sink.collector import RecordCollector
 from app.state import reset_state
 from changelog.format import changelog_headers
 from changelog.naming import changelog_topic_name

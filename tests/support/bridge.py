@@ -1,4 +1,4 @@
-"""Run the bridge as a real subprocess (``python -m app.cli run``), as users do."""
+"""Run the bridge as a real subprocess (``python -m app run``), as users do."""
 
 from __future__ import annotations
 
@@ -48,7 +48,7 @@ class BridgeProcess:
         with open(self.log_path, "ab") as log:
             log.write(f"\n===== start #{self.starts} =====\n".encode())
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "app.cli", "run"],
+                [sys.executable, "-m", "app", "run"],
                 env=self.env(),
                 stdout=log,
                 stderr=subprocess.STDOUT,

@@ -26,7 +26,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, TopicPar
 from confluent_kafka.admin import AdminClient, ConfigResource
 
 from app.kafka.topics import KafkaRecord, partitions_of
-from app.output import H_OFFSET, H_PARTITION, H_TOPIC
+from app.sink.output import H_OFFSET, H_PARTITION, H_TOPIC
 from devkit.kafka import LocalKafka
 from devkit.kafka.cluster import free_ports
 from tests.support.bridge import BridgeProcess, http_get

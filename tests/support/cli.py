@@ -28,11 +28,11 @@ class Result:
 def eos_bridge(
     *args: str, env: dict[str, str] | None = None, stdin: str | None = None, timeout: float = 120
 ) -> Result:
-    """``python -m app.cli ARGS`` from the repository, with only the given BRIDGE_* variables."""
+    """``python -m app ARGS`` from the repository, with only the given BRIDGE_* variables."""
     base = {k: v for k, v in os.environ.items() if not k.startswith("BRIDGE_")}
     base["PYTHONPATH"] = os.pathsep.join([str(REPO), base.get("PYTHONPATH", "")]).rstrip(":")
     done = subprocess.run(
-        [sys.executable, "-m", "app.cli", *args],
+        [sys.executable, "-m", "app", *args],
         env={**base, **(env or {})}, cwd=REPO, input=stdin, capture_output=True, text=True,
         timeout=timeout, check=False,
     )  # fmt: skip

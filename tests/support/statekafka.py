@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from app.collector import RecordCollector
 from app.config import BridgeSettings
 from app.pipeline import Pipeline
+from app.sink.collector import RecordCollector
 from app.state import make_backend
 from app.state.manager import RocksDBState
 from tests.support.kafka import KafkaFixture, wait_until

@@ -12,8 +12,8 @@ from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
-from app.health import Health
-from app.watchdog import Watchdog
+from app.engine.watchdog import Watchdog
+from app.ops.health import Health
 
 
 def kafka_exc(code: int, **flags: bool) -> KafkaException:

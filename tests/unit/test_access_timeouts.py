@@ -11,11 +11,11 @@ import pytest
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AclOperation
 
-from app import cli, runner
+from app import runner
+from app.commands import cli, lag
 from app.config import BridgeSettings
 from app.errors import ConfigError
 from app.kafka import access
-from app.tools import lag
 
 
 class _Described:

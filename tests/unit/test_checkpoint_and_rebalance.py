@@ -7,13 +7,13 @@ from typing import Any
 import pytest
 from confluent_kafka import KafkaError, TopicPartition
 
-from app.checkpoint import Checkpoint
+from app.engine.checkpoint import Checkpoint
+from app.engine.rebalance import Rebalancer
+from app.engine.transactions import Transactions
 from app.errors import CheckpointAborted
-from app.health import Health
-from app.metrics import Metrics
-from app.rebalance import Rebalancer
+from app.ops.health import Health
+from app.ops.metrics import Metrics
 from app.state.backend import NoState
-from app.transactions import Transactions
 from tests.unit.fakes import FakeConsumer, FakeProducer, idle_watchdog, kafka_exc
 
 

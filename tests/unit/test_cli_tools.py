@@ -6,13 +6,13 @@ from typing import Any
 
 import pytest
 
-from app.cli_settings import settings_epilog, unknown_env_warnings
+from app.commands.lag import PartitionLag, format_table
+from app.commands.produce import parse_lines
+from app.commands.settings import settings_epilog, unknown_env_warnings
 from app.config import BridgeSettings, ConnectionSettings
 from app.errors import ConfigError
 from app.pipeline import Pipeline, Record, Row, StepContext
 from app.pipeline.steps import fuse
-from app.tools.lag import PartitionLag, format_table
-from app.tools.produce import parse_lines
 
 
 def test_unknown_variables_are_named_with_the_closest_setting() -> None:

@@ -1,4 +1,5 @@
-"""The one writer (app.collector) over a fake producer, like Kafka Streams' RecordCollectorTest:
+"""The one writer (app.sink.collector) over a fake producer, like Kafka Streams'
+RecordCollectorTest:
 one back-off on a full queue for every kind of record, one latch, one mapping of refusals."""
 
 from __future__ import annotations
@@ -8,12 +9,12 @@ from typing import Any
 import pytest
 from confluent_kafka import KafkaError
 
-from app.collector import RecordCollector
 from app.errors import CheckpointAborted, RecordTooLarge
-from app.metrics import Metrics
+from app.ops.metrics import Metrics
 from app.pipeline import Pipeline
 from app.pipeline.fusion import FusedBatch
 from app.pipeline.steps import fuse
+from app.sink.collector import RecordCollector
 from tests.unit.fakes import FakeMessage, FakeProducer, kafka_exc, produce_keywords
 
 

@@ -7,12 +7,11 @@ import logging
 
 import pytest
 
-from app.deadletters import DeadLetters, Tally, merge, summary_line
-from app.health import Health
-from app.metrics import Metrics
+from app.ops.health import Health
+from app.ops.metrics import Metrics
 from app.pipeline.errors import InvalidRoute
-from app.pipeline.record import Row
-from app.pipeline.steps import Failure
+from app.pipeline.record import Failure, Row
+from app.sink.deadletters import DeadLetters, Tally, merge, summary_line
 
 
 class Clock:
@@ -62,7 +61,7 @@ def test_one_summary_line_per_checkpoint_and_only_committed_letters_count(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     dead, metrics, _, _ = make(None)
-    with caplog.at_level(logging.WARNING, "app.deadletters"):
+    with caplog.at_level(logging.WARNING, "app.sink.deadletters"):
         for i in range(500):
             dead.add(failure(i))
         dead.discard()  # aborted: those 500 were never written
@@ -83,7 +82,7 @@ def test_ratio_over_the_limit_marks_not_ready_once_and_recovers(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     dead, metrics, health, clock = make(0.5)
-    with caplog.at_level(logging.WARNING, "app.deadletters"):
+    with caplog.at_level(logging.WARNING, "app.sink.deadletters"):
         for checkpoint in range(3):
             for i in range(60):
                 dead.add(failure(checkpoint * 100 + i))

@@ -1,7 +1,7 @@
 """The error ladder: every Kafka error class against the reaction the README table promises.
 
 First the classifier (app.kafka.errors, by code and flags only), then the loop
-(app.loop.Bridge.run) with fake clients: each error, raised where librdkafka raises it, must
+(app.engine.loop.Bridge.run) with fake clients: each error, raised where librdkafka raises it, must
 lead to exactly its reaction — retry, abort + rewind, a new producer, a wiped store, an exit.
 """
 
@@ -13,8 +13,9 @@ import orjson
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, KafkaError, TopicPartition
 
-from app.checkpoint import Checkpoint
-from app.collector import RecordCollector
+from app.engine.checkpoint import Checkpoint
+from app.engine.loop import Bridge
+from app.engine.transactions import Transactions
 from app.errors import (
     CheckpointAborted,
     InstanceFenced,
@@ -24,15 +25,14 @@ from app.errors import (
     RecordRefused,
     StateCorrupted,
 )
-from app.health import Health
 from app.kafka.errors import Reaction, classify, classify_consumer, record_refused, settling
-from app.loop import Bridge
-from app.metrics import Metrics
-from app.output import Output
+from app.ops.health import Health
+from app.ops.metrics import Metrics
 from app.pipeline.builder import Pipeline
 from app.pipeline.record import Row
+from app.sink.collector import RecordCollector
+from app.sink.output import Output
 from app.state.backend import NoState
-from app.transactions import Transactions
 from tests.unit.fakes import FakeConsumer, FakeMessage, FakeProducer, idle_watchdog, kafka_exc
 
 # ---- the classifier ------------------------------------------------------------------------

@@ -64,7 +64,7 @@ class Msg:
 
 
 def general(batch: list[Msg], access: LocalAccess) -> list[tuple[bytes, Any, Headers]]:
-    """What the loop's general path produces for a count-only pipeline (app.output.Output
+    """What the loop's general path produces for a count-only pipeline (app.sink.output.Output
     encodes a dict value with orjson and sends the row's key and headers)."""
     rows = [
         Row(m.value(), m.key(), m.headers(), m.topic(), m.partition(), m.offset(), 0) for m in batch

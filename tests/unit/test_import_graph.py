@@ -31,23 +31,35 @@ class Layer:
 
 # Top to bottom. A module belongs to the layer with a prefix naming it or a package above it.
 LAYERS = (
-    Layer("commands", (("app.cli", "app.cli_settings", "app.verify", "app.tools"),),
+    Layer("commands", (("app.commands", "app.__main__"),),
           "what a user runs; nothing in the service depends on a command"),
-    Layer("runner", (("app.runner",),), "wires every room together, once, at start-up"),
-    Layer("processing", (("app.loop", "app.checkpoint", "app.rebalance", "app.transactions",
-                          "app.output", "app.collector", "app.deadletters", "app.refusals",
-                          "app.watchdog", "app.health"),),
-          "the loop and its collaborators drive the pipeline and state, not the reverse"),
+    Layer("runner", (("app.runner",),), "process life: signals, endpoints, exit codes"),
+    Layer("engine", (("app.engine",),),
+          "the loop and its collaborators drive the sink, the pipeline and state, not the reverse"),
+    Layer("sink", (("app.sink",),),
+          "output rows and dead letters, written by the one writer; it never runs the pipeline"),
     Layer("pipeline", (("app.pipeline",),),
           "steps reach state through app.state.access; state never knows a step"),
     Layer("state", (("app.state",),),
           "stores and recovery use changelogs; a changelog never knows a store"),
-    Layer("kafka", (("app.kafka", "app.config"),),
-          "how the bridge reaches Kafka and with which settings, for every room above"),
-    Layer("base", (("app.errors", "app.metrics", "app.logs"),),
-          "the exception tree, metrics and logging every room shares"),
+    Layer("config", (("app.config",),), "the settings tree every room above reads"),
+    Layer("formats and offsets", (("app.serde",), ("app.offsets",)),
+          "wire formats and where committed offsets live: leaves behind one port each"),
+    Layer("ops", (("app.ops",),),
+          "metrics, health, logs, progress and lag, for every room above"),
+    Layer("kafka", (("app.kafka",),),
+          "how the bridge reaches Kafka: client settings, ports, the one error classifier"),
+    Layer("base", (("app.errors",),), "the exception tree every room shares"),
     Layer("libraries", (("changelog",), ("spark_jobs",)),
           "packages of their own: nothing of app, and not each other"),
+)  # fmt: skip
+
+# Walls inside the layering: (importer, forbidden, why).
+WALLS = (
+    ("app.sink", ("app.pipeline.fusion", "app.pipeline.spec", "app.pipeline.builder",
+                  "app.pipeline.rewriter", "app.pipeline.expressions", "app.pipeline.steps",
+                  "app.pipeline.stateful"),
+     "the sink writes rows; compiling or running the pipeline is the engine's business"),
 )  # fmt: skip
 
 
@@ -161,6 +173,30 @@ def violations(
     return found
 
 
+def breaches(
+    graph: dict[str, set[str]], walls: Sequence[tuple[str, tuple[str, ...], str]]
+) -> list[str]:
+    """One line per import through a wall."""
+    found = []
+    for importer, forbidden, why in walls:
+        for module in sorted(m for m in graph if m == importer or m.startswith(importer + ".")):
+            for target in sorted(graph[module]):
+                if any(target == f or target.startswith(f + ".") for f in forbidden):
+                    found.append(f"{module} imports {target}: {why}")
+    return found
+
+
+def rooms(graph: dict[str, set[str]], depth: int = 2) -> dict[str, set[str]]:
+    """The graph between rooms (``app.engine``, ``app.config``, ...): modules folded into the
+    package ``depth`` names deep."""
+    folded: dict[str, set[str]] = {}
+    for module, targets in graph.items():
+        room = ".".join(module.split(".")[:depth])
+        folded.setdefault(room, set()).update(".".join(t.split(".")[:depth]) for t in targets)
+        folded[room].discard(room)
+    return folded
+
+
 def graph_of(root: Path, packages: Sequence[str]) -> dict[str, set[str]]:
     found = modules(root, packages)
     return {name: imports(name, path, found) for name, path in found.items()}
@@ -175,6 +211,14 @@ def test_the_service_has_no_import_cycle() -> None:
 
 def test_every_import_goes_down_the_layers() -> None:
     assert violations(graph_of(ROOT, PACKAGES), LAYERS) == []
+
+
+def test_no_import_goes_through_a_wall() -> None:
+    assert breaches(graph_of(ROOT, PACKAGES), WALLS) == []
+
+
+def test_the_rooms_have_no_cycle_between_them() -> None:
+    assert cycles(rooms(graph_of(ROOT, PACKAGES))) == []
 
 
 def test_changelog_imports_nothing_of_the_bridge() -> None:
@@ -224,3 +268,18 @@ def test_an_upward_import_and_a_module_in_no_layer_are_found(tmp_path: Path) -> 
         "pkg.low.y imports pkg.side: independent parts of one layer",
         "pkg.stray: in no layer (add it to LAYERS)",
     ]
+
+
+def test_a_breached_wall_and_a_cycle_between_rooms_are_found(tmp_path: Path) -> None:
+    _package(tmp_path, {
+        "pkg/__init__.py": "",
+        "pkg/sink/__init__.py": "",
+        "pkg/sink/out.py": "from pkg.pipe.compiler import f\nfrom pkg.pipe.record import Row\n",
+        "pkg/pipe/__init__.py": "",
+        "pkg/pipe/compiler.py": "from pkg.sink import out\n",
+        "pkg/pipe/record.py": "",
+    })  # fmt: skip
+    graph = graph_of(tmp_path, ["pkg"])
+    walls = (("pkg.sink", ("pkg.pipe.compiler",), "no compiler"),)
+    assert breaches(graph, walls) == ["pkg.sink.out imports pkg.pipe.compiler: no compiler"]
+    assert cycles(rooms(graph)) == [["pkg.pipe", "pkg.sink"]]

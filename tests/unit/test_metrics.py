@@ -14,8 +14,8 @@ import confluent_kafka
 import pytest
 from confluent_kafka import Producer, TopicPartition
 
-from app.logs import LIBRDKAFKA_LOGGER, JsonFormatter, librdkafka_logging
-from app.metrics import LagReport, Metrics
+from app.ops.logs import LIBRDKAFKA_LOGGER, JsonFormatter, librdkafka_logging
+from app.ops.metrics import LagReport, Metrics
 from tests.unit.fakes import FakeConsumer
 from tests.unit.test_checkpoint_and_rebalance import Rig
 

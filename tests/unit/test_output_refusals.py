@@ -9,14 +9,13 @@ from typing import Any
 import orjson
 import pytest
 
-from app.collector import RecordCollector
-from app.deadletters import DeadLetters
-from app.health import Health
-from app.metrics import Metrics
-from app.output import H_CLASS, H_STEP, Output
+from app.ops.health import Health
+from app.ops.metrics import Metrics
 from app.pipeline.encoding import has_non_finite
-from app.pipeline.record import Row
-from app.pipeline.steps import Failure
+from app.pipeline.record import Failure, Row
+from app.sink.collector import RecordCollector
+from app.sink.deadletters import DeadLetters
+from app.sink.output import H_CLASS, H_STEP, Output
 
 
 class FakeProducer:

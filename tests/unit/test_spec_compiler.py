@@ -11,13 +11,13 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from app.collector import RecordCollector
 from app.errors import ConfigError, ExpressionLimit
-from app.output import Output
 from app.pipeline import Pipeline, Row, StepContext
 from app.pipeline.spec import compile_spec, load_spec
 from app.pipeline.stateful import Count
 from app.pipeline.steps import fuse
+from app.sink.collector import RecordCollector
+from app.sink.output import Output
 from bench.pipelines import p1, p3
 from tests.unit.test_fused_path import Msg, drive
 

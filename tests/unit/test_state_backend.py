@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 
-from app.collector import RecordCollector
 from app.config import BridgeSettings
 from app.errors import CheckpointAborted, ConfigError, PartitionsMigrated, RecoveryError
 from app.kafka.errors import consumer_retriable
+from app.sink.collector import RecordCollector
 from app.state import manager
 from app.state.cache import WRITE_BEHIND_S
 from app.state.factory import reset_state, state_root

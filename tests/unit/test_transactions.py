@@ -1,4 +1,4 @@
-"""The transaction owner (app.transactions) against fake clients: each call's errors and the
+"""The transaction owner (app.engine.transactions) against fake clients: each call's errors and the
 reaction the README table promises (retry, abort + rewind, new producer, exit)."""
 
 from __future__ import annotations
@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, KafkaError, TopicPartition
 
+from app.engine.transactions import Transactions
 from app.errors import CheckpointAborted, KafkaFatalError, ProducerFenced
-from app.transactions import Transactions
 from tests.unit.fakes import FakeConsumer, FakeProducer, idle_watchdog, kafka_exc
 
 OFFSETS = [TopicPartition("in", 0, 5)]

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import orjson
 
+from app.commands.verify import IdExtractor, audit
 from app.kafka.topics import KafkaRecord
-from app.output import H_OFFSET, H_PARTITION, H_TOPIC
 from app.pipeline.encoding import encode_output_key, encode_value
-from app.verify import IdExtractor, audit
+from app.sink.output import H_OFFSET, H_PARTITION, H_TOPIC
 
 
 def rec(topic: str, offset: int, rid: str | None) -> KafkaRecord:

@@ -7,8 +7,8 @@ import threading
 
 import pytest
 
-from app.health import Health
-from app.watchdog import Watchdog
+from app.engine.watchdog import Watchdog
+from app.ops.health import Health
 
 
 class Exits:
@@ -30,7 +30,7 @@ def test_a_call_past_its_deadline_is_named_fails_livez_and_exits_3(
     watchdog = Watchdog(health, on_overrun=exits, tick=0.01).start()
     try:
         with (
-            caplog.at_level(logging.CRITICAL, "app.watchdog"),
+            caplog.at_level(logging.CRITICAL, "app.engine.watchdog"),
             watchdog.guard("send_offsets_to_transaction", 0.05, "coordinator broker 2"),
         ):
             assert exits.done.wait(30), "the watchdog never fired"  # the 'stuck call'
@@ -63,7 +63,7 @@ def test_a_stale_step_is_reported_by_name_before_its_deadline(
                 reported.set()
 
     handler = Flag()
-    logging.getLogger("app.watchdog").addHandler(handler)
+    logging.getLogger("app.engine.watchdog").addHandler(handler)
     watchdog = Watchdog(health, stale_after=0.0, on_overrun=exits, tick=0.01).start()
     try:
         with watchdog.guard("step 'enrich'", 3600.0):
@@ -72,7 +72,7 @@ def test_a_stale_step_is_reported_by_name_before_its_deadline(
             assert not health.alive()
     finally:
         watchdog.stop()
-        logging.getLogger("app.watchdog").removeHandler(handler)
+        logging.getLogger("app.engine.watchdog").removeHandler(handler)
     assert exits.codes == []
 
 

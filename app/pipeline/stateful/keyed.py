@@ -153,7 +153,7 @@ class Count:
     def fused(self, access: StateAccess, max_bytes: int) -> FusedBatch:
         """A pipeline that is this step alone, over consumer messages (see
         :func:`app.pipeline.steps.fuse`): the same outputs and state as :meth:`__call__` plus
-        :class:`app.output.Output`, without Row objects."""
+        :class:`app.sink.output.Output`, without Row objects."""
         return _fused_count(self.name, access, max_bytes)
 
 

@@ -9,8 +9,8 @@ from typing import Any
 
 from app.errors import ConfigError
 from app.pipeline.errors import INT64_MAX, INT64_MIN, AggregateOverflow, InvalidEventTime
-from app.pipeline.record import Row
-from app.pipeline.steps import Failure, StepContext
+from app.pipeline.record import Failure, Row
+from app.pipeline.steps import StepContext
 from app.state.access import StateAccess, StateView
 from app.state.keys import decode_int, display_key, encode_int
 

@@ -18,7 +18,7 @@ import orjson
 
 from app.errors import ConfigError
 from app.pipeline.errors import AggregateOverflow
-from app.pipeline.record import Row
+from app.pipeline.record import Failure, Row
 from app.pipeline.stateful.kit import (
     Extractor,
     FieldSpec,
@@ -34,7 +34,7 @@ from app.pipeline.stateful.kit import (
     require_state,
     stream_time,
 )
-from app.pipeline.steps import Failure, StepContext
+from app.pipeline.steps import StepContext
 from app.state.access import StateView
 from app.state.keys import decode_int, decode_key, display_key, encode_int, encode_key
 

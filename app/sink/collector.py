@@ -4,7 +4,7 @@ Output records, dead letters and changelog records (Kafka Streams' ``RecordColle
 one back-off loop for a full local queue, one latch for failed deliveries, one mapping of a
 refused ``produce`` call onto :mod:`app.errors`, one place that counts what was sent.
 What to write and what to do with a record that cannot be written stays with the callers
-(:class:`app.output.Output`, :class:`changelog.writer.ChangelogWriter`).
+(:class:`app.sink.output.Output`, :class:`changelog.writer.ChangelogWriter`).
 """
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ from confluent_kafka import KafkaError, KafkaException
 
 from app.errors import CheckpointAborted, RecordTooLarge
 from app.kafka.errors import describe, has_code, record_refused
-from app.metrics import Metrics
+from app.ops.metrics import Metrics
 from app.pipeline.fusion import FusedBatch
-from app.refusals import Refusals
+from app.sink.refusals import Refusals
 
 _FULL_QUEUE_WAIT_S = 0.05
 _FLUSH_SLICE_S = 0.1
@@ -94,7 +94,7 @@ class RecordCollector:
 
     def send_alone(self, topic: str, value: bytes | None, key: bytes | None, headers: Any) -> None:
         """One output record in a produce request of its own (flushed before and after), so
-        that a refusal names this record alone (:mod:`app.refusals`)."""
+        that a refusal names this record alone (:mod:`app.sink.refusals`)."""
         self._producer.flush(30)
         self.send(topic, value, key, headers)
         self._producer.flush(30)

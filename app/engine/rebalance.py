@@ -2,7 +2,7 @@
 
 The callbacks run inside ``consumer.consume()``; they only commit or record. State recovery
 runs from the main loop (:meth:`Rebalancer.recover`), never inside a callback. Aborts go
-through the transaction owner (:class:`app.transactions.Transactions`), like the loop's.
+through the transaction owner (:class:`app.engine.transactions.Transactions`), like the loop's.
 """
 
 from __future__ import annotations
@@ -13,12 +13,12 @@ from typing import Any
 
 from confluent_kafka import TopicPartition
 
-from app.checkpoint import Checkpoint
+from app.engine.checkpoint import Checkpoint
+from app.engine.transactions import Transactions
 from app.errors import CheckpointAborted, ProducerFenced
-from app.health import Health
-from app.metrics import Metrics
+from app.ops.health import Health
+from app.ops.metrics import Metrics
 from app.state.backend import StateBackend
-from app.transactions import Transactions
 
 log = logging.getLogger(__name__)
 

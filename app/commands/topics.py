@@ -7,10 +7,10 @@ import argparse
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
 
+from app.commands.connect import EXIT_OK, Subparsers, connection, tool_parser
 from app.errors import ConfigError
 from app.kafka.admin import cluster_metadata
 from app.kafka.topics import create_topic
-from app.tools.connect import EXIT_OK, Subparsers, connection, tool_parser
 
 
 def add_parser(sub: Subparsers) -> None:

@@ -8,12 +8,12 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from app.metrics import Metrics
+from app.ops.metrics import Metrics
 
 
 class Health:
     """Liveness = the loop beat recently; readiness = assigned and recovered, and not degraded
-    (too many dead letters, :mod:`app.deadletters`)."""
+    (too many dead letters, :mod:`app.sink.deadletters`)."""
 
     def __init__(self, stale_after: float) -> None:
         self._stale_after = stale_after

@@ -13,10 +13,10 @@ from dataclasses import dataclass
 
 import orjson
 
+from app.commands.connect import EXIT_OK, Subparsers, connection, tool_parser
 from app.errors import ConfigError
 from app.kafka.admin import require_topics
 from app.kafka.topics import seed
-from app.tools.connect import EXIT_OK, Subparsers, connection, tool_parser
 
 
 @dataclass(slots=True, frozen=True)

@@ -1,7 +1,7 @@
 """Output: serialize rows, check sizes and routes, dead-letter what cannot be written.
 
 What becomes of each row; the producing itself (back-off, delivery errors, counting) is the
-one writer's, :class:`app.collector.RecordCollector`, which changelog records share.
+one writer's, :class:`app.sink.collector.RecordCollector`, which changelog records share.
 """
 
 from __future__ import annotations
@@ -12,8 +12,6 @@ from typing import Any
 
 import orjson
 
-from app.collector import RecordCollector
-from app.deadletters import DeadLetters
 from app.errors import OutputRefused, OutputTooLarge, RecordError, RecordTooLarge
 from app.pipeline.encoding import (
     NON_FINITE,
@@ -25,9 +23,10 @@ from app.pipeline.encoding import (
 )
 from app.pipeline.errors import InvalidRoute, UnknownRouteTopic
 from app.pipeline.fusion import FusedBatch
-from app.pipeline.record import Row
-from app.pipeline.steps import Failure
-from app.refusals import ALONE, Refusals
+from app.pipeline.record import Failure, Row
+from app.sink.collector import RecordCollector
+from app.sink.deadletters import DeadLetters
+from app.sink.refusals import ALONE, Refusals
 
 log = logging.getLogger(__name__)
 
@@ -148,7 +147,7 @@ class Output:
     def _refused(
         self, row: Row, topic: str, payload: bytes | None, failures: list[Failure]
     ) -> bool:
-        """Handle ``row`` if the broker refused its output before (see :mod:`app.refusals`):
+        """Handle ``row`` if the broker refused its output before (see :mod:`app.sink.refusals`):
         a confirmed refusal joins ``failures`` (dead letter), a suspect is produced alone."""
         key = encode_output_key(row.key)
         verdict = self.refusals.check((topic, key, payload))
@@ -218,7 +217,7 @@ class Output:
         return encoded
 
     def flush(self, timeout: float) -> None:
-        """Wait for every delivery (:meth:`app.collector.RecordCollector.flush`).
+        """Wait for every delivery (:meth:`app.sink.collector.RecordCollector.flush`).
 
         Raises:
             CheckpointAborted: a record failed or is undelivered after ``timeout`` seconds.

@@ -11,7 +11,7 @@ import argparse
 from pathlib import Path
 from typing import TypeAlias
 
-from app.cli_settings import settings_epilog
+from app.commands.settings import settings_epilog
 from app.config import ConnectionSettings, load_connection
 from app.errors import ConfigError
 

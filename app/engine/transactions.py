@@ -3,7 +3,7 @@
 Kafka Streams' ``StreamsProducer`` in small. Exactly-once: input offsets are committed inside
 the transaction with ``send_offsets_to_transaction`` and the group metadata (KIP-447 fencing).
 At-least-once: the producer is flushed, then the offsets are committed by the consumer.
-Every blocking client call runs under the watchdog's deadline (:mod:`app.watchdog`).
+Every blocking client call runs under the watchdog's deadline (:mod:`app.engine.watchdog`).
 """
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ from typing import Any, TypeVar
 
 from confluent_kafka import OFFSET_BEGINNING, KafkaException, TopicPartition
 
+from app.engine.watchdog import Watchdog
 from app.errors import CheckpointAborted, KafkaFatalError, ProducerFenced
 from app.kafka.errors import Reaction, bridge_error, classify, describe, settling
-from app.watchdog import Watchdog
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")

@@ -15,9 +15,9 @@ from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from app.health import Health
-from app.metrics import Metrics
-from app.pipeline.steps import Failure
+from app.ops.health import Health
+from app.ops.metrics import Metrics
+from app.pipeline.record import Failure
 
 log = logging.getLogger(__name__)
 

@@ -18,12 +18,12 @@ from pathlib import Path
 
 from confluent_kafka import KafkaException
 
-from app import logs, verify
-from app.cli_settings import settings_epilog, unknown_env_warnings
+from app.commands import lag, produce, tail, topics, verify
+from app.commands.settings import settings_epilog, unknown_env_warnings
 from app.config import BridgeSettings, load_settings
 from app.errors import ConfigError
 from app.kafka.errors import describe
-from app.tools import lag, produce, tail, topics
+from app.ops import logs
 
 EXIT_USAGE = 2
 

@@ -14,13 +14,13 @@ from dataclasses import asdict, dataclass, field
 
 import orjson
 
-from app.cli_settings import settings_epilog
+from app.commands.connect import DEFAULT_TIMEOUT, add_connection_args, connection
+from app.commands.settings import settings_epilog
 from app.config import ConnectionSettings
 from app.errors import ConfigError
 from app.kafka.admin import require_topics
 from app.kafka.topics import KafkaRecord, read_all
-from app.output import H_OFFSET, H_PARTITION, H_TOPIC
-from app.tools.connect import DEFAULT_TIMEOUT, add_connection_args, connection
+from app.sink.output import H_OFFSET, H_PARTITION, H_TOPIC
 
 
 @dataclass(slots=True)

@@ -12,11 +12,11 @@ from dataclasses import dataclass
 from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException
 from confluent_kafka.admin import AdminClient
 
+from app.commands.connect import EXIT_OK, Subparsers, connection, tool_parser
 from app.config import ConnectionSettings
 from app.errors import ConfigError
 from app.kafka.errors import describe
 from app.kafka.topics import end_offsets
-from app.tools.connect import EXIT_OK, Subparsers, connection, tool_parser
 
 
 @dataclass(slots=True, frozen=True)

@@ -12,10 +12,10 @@ from typing import Any
 import orjson
 from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, TopicPartition
 
+from app.commands.connect import EXIT_OK, Subparsers, connection, tool_parser
 from app.errors import ConfigError
 from app.kafka.admin import require_topics
 from app.kafka.topics import end_offsets, partitions_of
-from app.tools.connect import EXIT_OK, Subparsers, connection, tool_parser
 
 
 def add_parser(sub: Subparsers) -> None:

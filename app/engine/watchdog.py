@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from app.health import Health
+from app.ops.health import Health
 
 log = logging.getLogger(__name__)
 

@@ -8,11 +8,11 @@ from typing import Any
 
 from confluent_kafka import TopicPartition
 
+from app.engine.transactions import Transactions
 from app.errors import BridgeError, CheckpointAborted
-from app.metrics import Metrics
-from app.output import Output
+from app.ops.metrics import Metrics
+from app.sink.output import Output
 from app.state.backend import StateBackend
-from app.transactions import Transactions
 
 log = logging.getLogger(__name__)
 

@@ -4,7 +4,7 @@ Reads top to bottom: :meth:`Bridge.run` is the loop and the error ladder (every 
 class of :mod:`app.errors` has its one reaction there, as in Kafka Streams'
 ``StreamThread.runLoop``); each box of the README's architecture drawing is one method below
 it. The transaction's life (begin, commit, abort, rewind, new producer) belongs to
-:class:`app.transactions.Transactions`; the watchdog bounds every batch and every step.
+:class:`app.engine.transactions.Transactions`; the watchdog bounds every batch and every step.
 """
 
 from __future__ import annotations
@@ -16,7 +16,10 @@ from typing import Any
 import orjson
 from confluent_kafka import KafkaError, KafkaException
 
-from app.checkpoint import Checkpoint
+from app.engine.checkpoint import Checkpoint
+from app.engine.rebalance import Rebalancer
+from app.engine.transactions import Transactions
+from app.engine.watchdog import Watchdog
 from app.errors import (
     BridgeError,
     CheckpointAborted,
@@ -28,7 +31,6 @@ from app.errors import (
     RecordError,
     StateCorrupted,
 )
-from app.health import Health
 from app.kafka.errors import (
     Reaction,
     bridge_error,
@@ -36,15 +38,13 @@ from app.kafka.errors import (
     describe,
     offsets_unfetched,
 )
-from app.metrics import LagReport, Metrics
-from app.output import Output
+from app.ops.health import Health
+from app.ops.metrics import LagReport, Metrics
 from app.pipeline.builder import Pipeline
 from app.pipeline.record import Row
 from app.pipeline.steps import Failure, StepContext, fuse, reads_value
-from app.rebalance import Rebalancer
+from app.sink.output import Output
 from app.state.backend import StateBackend
-from app.transactions import Transactions
-from app.watchdog import Watchdog
 
 log = logging.getLogger(__name__)
 
@@ -133,7 +133,7 @@ class Bridge:
     def _react(self, exc: BridgeError) -> None:
         """The ladder: one reaction per class of :mod:`app.errors`; the rest ends the run."""
         if isinstance(exc, CheckpointAborted) and self._output.refusals.refused_in_txn:
-            # The broker refused a record: it goes to the DLQ on replay (app.refusals). After
+            # The broker refused a record: it goes to the DLQ on replay (app.sink.refusals). After
             # a refusal librdkafka's idempotence state needs a new epoch ("skipped sequence
             # numbers" otherwise), so a fresh producer takes over rather than an abort.
             self._metrics.aborts.labels("record_refused").inc()
@@ -306,7 +306,7 @@ class Bridge:
                 f"record {where} failed in step {failure.step!r}: "
                 f"{type(failure.error).__name__}: {failure.error} (on_error=fail)"
             )
-        self._output.dead_letter(failure)  # logged once per checkpoint (app.deadletters)
+        self._output.dead_letter(failure)  # logged once per checkpoint (app.sink.deadletters)
 
     def _consumer_error(self, err: KafkaError) -> None:
         reaction = classify_consumer(err)

@@ -1,1 +1,0 @@
-"""First-hour tools on the bridge's own connection settings: topics, produce, tail, lag."""
