@@ -136,7 +136,12 @@ class BridgeSettings(ConnectionSettings):
 
     pipeline: str | None = Field(None, description="Python pipeline as module:attr")
     pipeline_spec: Path | None = Field(None, description="declarative pipeline YAML")
-    input_format: Literal["json", "bytes"] = "json"
+    input_format: Literal["json", "bytes"] = Field("json", description="input value format")
+    input_key_format: Literal["bytes", "json"] = Field("bytes", description="input key format")
+    output_format: Literal["json", "bytes"] = Field("json", description="output value format")
+    output_key_format: Literal["bytes", "json"] = Field(
+        "bytes", description="output key format (bytes: a non-bytes key is written as its str)"
+    )
 
     http_port: int = Field(9000, ge=0, le=65535, description="/metrics /livez /readyz; 0 = off")
     http_host: str = "0.0.0.0"

@@ -29,6 +29,7 @@
         ├── StepError              (policy ``fail``)
         │   └── ExpressionLimit    a spec expression would exceed a CPU/memory bound
         ├── OutputTooLarge
+        ├── OutputNotEncodable     the output has no faithful form in its format
         ├── OutputRefused          the broker refused it before (see RecordRefused)
         └── ...                    one class per kind of failure: app.pipeline.errors
 
@@ -141,3 +142,9 @@ class OutputTooLarge(RecordError):
 
 class OutputRefused(RecordError):
     """The broker refused this record's output in an earlier, aborted transaction."""
+
+
+class OutputNotEncodable(RecordError):
+    """The output value or key has no faithful form in its format: for JSON an integer
+    beyond 64 bits, NaN or ±inf (JSON has no such numbers; the encoder would write ``null``), a
+    non-string dict key, a type JSON does not know, or text that is not valid UTF-8."""

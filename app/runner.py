@@ -15,6 +15,7 @@ from types import FrameType
 from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, KafkaException, Producer
 from confluent_kafka.admin import AdminClient, ConfigResource
 
+from app import serde
 from app.config import BridgeSettings
 from app.engine.checkpoint import Checkpoint
 from app.engine.loop import Bridge
@@ -150,6 +151,10 @@ def build(settings: BridgeSettings, metrics: Metrics, health: Health, watchdog: 
         where=f"transaction coordinator of {settings.transactional_id!r}",
     )
     collector = collector_holder["c"] = RecordCollector(txn.producer, metrics)
+    formats = serde.formats(
+        settings.input_format, settings.output_format,
+        settings.input_key_format, settings.output_key_format,
+    )  # fmt: skip
     output = Output(
         collector,
         settings.output_topic,
@@ -160,6 +165,8 @@ def build(settings: BridgeSettings, metrics: Metrics, health: Health, watchdog: 
         dead_letters=DeadLetters(
             metrics, health, settings.max_dead_letter_ratio, settings.dead_letter_ratio_window
         ),
+        value_codec=formats.value_out,
+        key_codec=formats.key_out,
     )
     try:
         txn.init()
@@ -185,7 +192,7 @@ def build(settings: BridgeSettings, metrics: Metrics, health: Health, watchdog: 
         poll_timeout=settings.poll_timeout,
         retries=settings.record_retries,
         dead_letter=settings.on_error == "dlq",
-        decode_json=settings.input_format == "json",
+        formats=formats,
     )  # fmt: skip
 
 

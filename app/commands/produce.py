@@ -11,12 +11,11 @@ import sys
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-import orjson
-
 from app.commands.connect import EXIT_OK, Subparsers, connection, tool_parser
 from app.errors import ConfigError
 from app.kafka.admin import require_topics
 from app.kafka.topics import seed
+from app.serde import json
 
 
 @dataclass(slots=True, frozen=True)
@@ -66,8 +65,8 @@ def parse_lines(
         where = f"{source}:{number}"
         if not raw or key_field:
             try:
-                value = orjson.loads(text)
-            except orjson.JSONDecodeError as exc:
+                value = json.loads(text)
+            except json.JSONDecodeError as exc:
                 raise ConfigError(
                     f"{where}: not valid JSON ({exc}); --raw sends it as is"
                 ) from None
@@ -81,7 +80,7 @@ def _field_key(value: object, field: str, where: str) -> bytes:
     if not isinstance(value, dict) or value.get(field) is None:
         raise ConfigError(f"{where}: no field {field!r} for the key (--key-field)")
     found = value[field]
-    return (found if isinstance(found, str) else orjson.dumps(found).decode()).encode()
+    return (found if isinstance(found, str) else json.dumps(found).decode()).encode()
 
 
 def _headers(pairs: list[str]) -> list[tuple[str, bytes]]:

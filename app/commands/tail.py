@@ -9,13 +9,13 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-import orjson
 from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, TopicPartition
 
 from app.commands.connect import EXIT_OK, Subparsers, connection, tool_parser
 from app.errors import ConfigError
 from app.kafka.admin import require_topics
 from app.kafka.topics import end_offsets, partitions_of
+from app.serde import json
 
 
 def add_parser(sub: Subparsers) -> None:
@@ -44,11 +44,11 @@ def render(msg: Any, fmt: str) -> str:
     if fmt == "kv":
         return f"{key if key is not None else ''}\t{value}"
     try:
-        decoded: Any = orjson.loads(value)
-    except orjson.JSONDecodeError:
+        decoded: Any = json.loads(value)
+    except json.JSONDecodeError:
         decoded = value
     headers = {k: (v or b"").decode("utf-8", "replace") for k, v in msg.headers() or ()}
-    return orjson.dumps(
+    return json.dumps(
         {
             "topic": msg.topic(),
             "partition": msg.partition(),

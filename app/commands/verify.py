@@ -12,14 +12,13 @@ import json
 from collections import Counter
 from dataclasses import asdict, dataclass, field
 
-import orjson
-
 from app.commands.connect import DEFAULT_TIMEOUT, add_connection_args, connection
 from app.commands.settings import settings_epilog
 from app.config import ConnectionSettings
 from app.errors import ConfigError
 from app.kafka.admin import require_topics
 from app.kafka.topics import KafkaRecord, read_all
+from app.serde.json import JSONDecodeError, loads
 from app.sink.output import H_OFFSET, H_PARTITION, H_TOPIC
 
 
@@ -63,8 +62,8 @@ class IdExtractor:
             raw = record.header(self.header)
             return raw.decode() if raw is not None else None
         try:
-            value = orjson.loads(record.value or b"")
-        except orjson.JSONDecodeError:
+            value = loads(record.value or b"")
+        except JSONDecodeError:
             return None
         found = value.get(self.field) if isinstance(value, dict) else None
         return None if found is None else str(found)

@@ -13,7 +13,6 @@ import logging
 import time
 from typing import Any
 
-import orjson
 from confluent_kafka import KafkaError, KafkaException
 
 from app.engine.checkpoint import Checkpoint
@@ -41,8 +40,11 @@ from app.kafka.errors import (
 from app.ops.health import Health
 from app.ops.metrics import LagReport, Metrics
 from app.pipeline.builder import Pipeline
-from app.pipeline.record import Row
-from app.pipeline.steps import Failure, StepContext, fuse, reads_value
+from app.pipeline.fusion import FusedBatch
+from app.pipeline.record import Failure, Row
+from app.pipeline.steps import StepContext, fuse, reads_value
+from app.serde import Formats
+from app.serde import formats as default_formats
 from app.sink.output import Output
 from app.state.backend import StateBackend
 
@@ -73,7 +75,7 @@ class Bridge:
         poll_timeout: float,
         retries: int,
         dead_letter: bool,
-        decode_json: bool,
+        formats: Formats | None = None,
     ) -> None:
         self._consumer = consumer
         self._txn = txn
@@ -90,8 +92,11 @@ class Bridge:
         self._poll_timeout = poll_timeout
         self._retries = retries
         self._dead_letter = dead_letter
-        # A pipeline whose first step ignores the value (count by key) does not parse it.
-        self._decode = orjson.loads if decode_json and reads_value(pipeline.steps) else None
+        formats = formats or default_formats()
+        # A pipeline whose first step ignores the value (count by key) does not decode it.
+        reads = reads_value(pipeline.steps)
+        self._decode = formats.value_in.decode if reads and formats.value_in.structured else None
+        self._decode_key = None if formats.key_in.name == "bytes" else formats.key_in.decode
         # An abort drops all uncommitted work: state cache, latched delivery errors, the count.
         for discard in (state.discard, output.reset, checkpoint.abandon):
             txn.on_abort(discard)
@@ -105,7 +110,7 @@ class Bridge:
         # objects); a batch with anything unusual falls back to the steps (see
         # app.pipeline.steps.fuse).
         self._fused = fuse(
-            pipeline.steps, decode_json, output.fast_path_max_bytes, output.topic_exists,
+            pipeline.steps, formats, output.fast_path_max_bytes, output.topic_exists,
             self._state_access(),
         )  # fmt: skip
 
@@ -244,7 +249,7 @@ class Bridge:
     def _process(self, messages: list[Any], deadline: float) -> None:
         if self._fused is not None and not self._output.refusals.pending:
             with self._phase("the fused pipeline", deadline):
-                done = self._output.send_fused(self._fused, messages)
+                done = run_fused(self._output, self._fused, messages)
             self._metrics.records_in.inc(done)
             if done == len(messages):
                 return
@@ -269,7 +274,7 @@ class Bridge:
     def _decode_batch(self, messages: list[Any]) -> tuple[list[Row], list[Failure]]:
         rows: list[Row] = []
         failures: list[Failure] = []
-        decode = self._decode
+        decode, decode_key = self._decode, self._decode_key
         for m in messages:
             err = m.error()
             if err is not None:
@@ -286,15 +291,15 @@ class Bridge:
                 m.timestamp()[1],
                 raw,
             )
-            if decode is not None:
-                try:
-                    row.value = decode(raw)
-                except (orjson.JSONDecodeError, TypeError) as exc:
-                    error = DeserializationError(
-                        f"{row.source_topic}[{row.partition}]@{row.offset}: not JSON: {exc}"
-                    )
-                    failures.append(Failure(row, "deserialize", error))
-                    continue
+            try:
+                if decode is not None:
+                    row.value = decode(raw, row.source_topic)
+                if decode_key is not None:
+                    row.key = decode_key(row.key, row.source_topic)
+            except DeserializationError as exc:
+                where = f"{row.source_topic}[{row.partition}]@{row.offset}"
+                failures.append(Failure(row, "deserialize", type(exc)(f"{where}: {exc}")))
+                continue
             rows.append(row)
         return rows, failures
 
@@ -328,6 +333,23 @@ class Bridge:
 
     def _state_access(self) -> Any:
         return getattr(self._state, "access", None)
+
+
+def run_fused(output: Output, fused: FusedBatch, messages: list[Any]) -> int:
+    """Run a fused pipeline with the one writer's produce hook, to ``output_topic`` unless it
+    routes; returns how many messages it handled (the rest take the general path).
+
+    Raises:
+        CheckpointAborted: the producer refused a record.
+    """
+    writer, topic = output.collector, output.default_topic
+    produce, room = writer.hooks()
+    try:
+        done, produced = fused(messages, produce, room, topic)
+    except KafkaException as exc:
+        raise writer.refusal(topic, exc) from exc
+    writer.produced(produced)
+    return done
 
 
 class ProgressLog:

@@ -87,3 +87,8 @@ class CallGuard(Protocol):
 
 
 NewProducer = Callable[[], ProducerPort]
+# produce(topic, value, key[, headers=...]): the producer's own method, for a loop that produces
+# by itself (the fused path); room(topic, value, key, headers): the local queue was full,
+# produce once there is room.
+Produce = Callable[..., None]
+Room = Callable[[str, bytes, Any, Any], None]

@@ -6,7 +6,7 @@ import logging
 import sys
 from typing import Any
 
-import orjson
+from app.serde import json
 
 
 class JsonFormatter(logging.Formatter):
@@ -19,7 +19,7 @@ class JsonFormatter(logging.Formatter):
         }
         if record.exc_info:
             entry["exc"] = self.formatException(record.exc_info)
-        return orjson.dumps(entry).decode()
+        return json.dumps(entry).decode()
 
 
 # librdkafka's own lines (connection failures, broker state, ``debug`` output) go through this

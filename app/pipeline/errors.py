@@ -7,7 +7,7 @@ Its class name is the dead letter's ``eos.dlq.error.class`` header (the README l
     RecordError (app.errors)
     ├── DeserializationError (app.errors)   input is not JSON
     ├── OutputTooLarge (app.errors)          output over max_output_bytes / message.max.bytes
-    ├── OutputNotEncodable                   output has no faithful JSON form
+    ├── OutputNotEncodable (app.errors)      output has no faithful form in its format
     ├── InvalidRoute                         a route gave a non-string or an empty string
     ├── UnknownRouteTopic                    a route named a topic that does not exist
     ├── AggregateOverflow                    sum/count/window aggregate out of range
@@ -20,16 +20,11 @@ dead-lettered under that exception's class name.
 
 from __future__ import annotations
 
+from app.errors import OutputNotEncodable as OutputNotEncodable
 from app.errors import RecordError
 
 # Integers every reader of our output and changelogs can hold (Java long, Spark LongType).
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
-
-
-class OutputNotEncodable(RecordError):
-    """The output value or key has no faithful JSON form: an integer beyond 64 bits, NaN or
-    ±inf (JSON has no such numbers; the encoder would write ``null``), a non-string dict key,
-    a type JSON does not know, or text that is not valid UTF-8."""
 
 
 class InvalidRoute(RecordError):

@@ -17,6 +17,10 @@ and a Python ``.filter(keep).map(enrich)`` becomes ``if not S_0(v): continue`` a
 stages. No Row objects, no name dicts, no per-expression calls, no list of outputs: each record
 is produced as soon as it is encoded.
 
+Values are decoded and encoded through the codecs of :class:`Formats` (orjson's ``loads`` and
+``dumps`` called by name for JSON, :class:`app.serde.Inline`); the produce tail is
+:func:`fused_loop`'s, shared with the fused count (:mod:`app.pipeline.stateful.keyed`).
+
 The function stops at the first record that needs the general path: a message error, an
 exception, a value that is not a dict (fan-out lists, strings...), NaN/inf from a Python map, an
 integer beyond 64 bits, an output whose value + key + headers exceed ``max_bytes`` (a bound
@@ -34,15 +38,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from orjson import dumps, loads
-
-from app.pipeline.encoding import encode_output_key, has_non_finite, header_bytes, null_in
+from app.kafka.ports import Produce, Room
 from app.pipeline.expressions import MESSAGE_META, Translated, build, fields_code, translate
+from app.pipeline.record import header_bytes
+from app.serde import Formats
+from app.serde import formats as default_formats
+from app.serde.json import has_non_finite, null_in
 
-# produce(topic, value, key[, headers=...]): the producer's own method (KafkaException passes).
-Produce = Callable[..., None]
-# room(topic, value, key, headers): the local queue was full; produce once there is room.
-Room = Callable[[str, bytes, Any, Any], None]
 # run(messages, produce, room, default topic) -> (messages handled, records produced)
 FusedBatch = Callable[[list[Any], Produce, Room, str], tuple[int, int]]
 
@@ -62,40 +64,110 @@ class SpecPart:
     where: str
 
 
-_HEAD = """\
-def run(messages, produce, room, default):
-    n = 0
-    for i, m in enumerate(messages):
-        try:
-            if m.error() is not None:
-                return i, n
-            v = loads(m.value())
-            k = m.key()
-"""
-_TAIL = """\
-            payload = dumps(v)
-            headers = m.headers()
-            extra = header_bytes(headers) if headers else 0
-            if len(payload) + (len(k) if k else 0) + extra > max_bytes:
-                return i, n
-        except Exception:  # any record error: the general path isolates it
-            return i, n
-        try:  # outside the guard above: a produce error is no record error
-            if headers is None:
-                produce(TOPIC, payload, k)
-            else:
-                produce(TOPIC, payload, k, headers=headers)
-        except BufferError:
-            room(TOPIC, payload, k, headers)
-        n += 1
-    return len(messages), n
-"""
 _INDENT = " " * 12
 _BAIL = "return i, n"
+_LOOP = """\
+def run(messages, produce, room, default):
+    n = 0
+{prologue}
+    try:
+        for i, m in enumerate(messages):
+            try:
+                if m.error() is not None:
+                    return i, n
+{body}
+                payload = {encode}
+{checks}
+                headers = m.headers()
+                extra = header_bytes(headers) if headers else 0
+                if len(payload) + (len(k) if k else 0) + extra > max_bytes:
+                    return i, n
+{accept}
+            except Exception:  # any record error: the general path isolates it
+                return i, n
+            try:  # outside the guard above: a produce error is no record error
+                if headers is None:
+                    produce({topic}, payload, k)
+                else:
+                    produce({topic}, payload, k, headers=headers)
+            except BufferError:
+                room({topic}, payload, k, headers)
+            n += 1
+        return len(messages), n
+    finally:
+{epilogue}
+"""
+
+
+def fused_loop(
+    body: list[str],
+    *,
+    where: str,
+    names: dict[str, Any],
+    max_bytes: int,
+    formats: Formats,
+    topic: str = "default",
+    prologue: tuple[str, ...] = (),
+    accept: tuple[str, ...] = (),
+    epilogue: tuple[str, ...] = (),
+    check_nan: bool = False,
+) -> FusedBatch:
+    """The one fused loop: decode-free ``body`` lines (they start from ``m``, leave the value in
+    ``v`` and the key in ``k``), then encode, size check, ``accept`` lines and produce: the
+    produce tail every fused path shares. ``epilogue`` runs however the loop ends (a
+    stateful step stores what it counted there). ``check_nan``: the body may make NaN/inf,
+    which a JSON encoder would write as null."""
+    checks = ""
+    inline_out = formats.value_out.inline
+    if check_nan and inline_out is not None and inline_out.json:
+        checks = (
+            f"{_INDENT}    if null_in(payload) and has_non_finite(v):\n{_INDENT}        {_BAIL}"
+        )
+    indent = _INDENT + "    "
+    source = _LOOP.format(
+        prologue="\n".join("    " + line for line in prologue),
+        body="\n".join(indent + line for line in body),
+        encode=_encode_expr(formats, topic),
+        checks=checks,
+        accept="\n".join(indent + line for line in accept),
+        topic=topic,
+        epilogue="\n".join("        " + line for line in epilogue) or "        pass",
+    )
+    source = "\n".join(line for line in source.split("\n") if line.strip()) + "\n"
+    scope = dict(names)
+    scope.update(_codec_names(formats))
+    scope.update(max_bytes=max_bytes, header_bytes=header_bytes, has_non_finite=has_non_finite)
+    scope.update(null_in=null_in, enumerate=enumerate, len=len, BufferError=BufferError)
+    scope.update(Exception=Exception)
+    run: FusedBatch = build(source, "run", where, scope)
+    return run
+
+
+def _codec_names(formats: Formats) -> dict[str, Any]:
+    """What the generated code calls: loads/dumps when inlined, decode/encode otherwise."""
+    inline_in, inline_out = formats.value_in.inline, formats.value_out.inline
+    return {
+        "loads": inline_in.loads if inline_in else None,
+        "decode": formats.value_in.decode,
+        "dumps": inline_out.dumps if inline_out else None,
+        "encode": formats.value_out.encode,
+        "_key": formats.key_out.encode,
+    }
+
+
+def _decode_expr(formats: Formats) -> str:
+    return "loads(m.value())" if formats.value_in.inline else "decode(m.value(), m.topic())"
+
+
+def _encode_expr(formats: Formats, topic: str) -> str:
+    return "dumps(v)" if formats.value_out.inline else f"encode(v, {topic})"
 
 
 def compile_parts(
-    parts: list[SpecPart], max_bytes: int, topic_exists: Callable[[str], bool] | None = None
+    parts: list[SpecPart],
+    max_bytes: int,
+    topic_exists: Callable[[str], bool] | None = None,
+    formats: Formats | None = None,
 ) -> FusedBatch | None:
     """One function for the whole batch (see the module docstring).
 
@@ -104,47 +176,36 @@ def compile_parts(
         max_bytes: larger outputs leave the rest of the batch to the general path.
         topic_exists: whether a routed-to topic exists (the output's topic catalog); without
             it a pipeline that routes has no fused path (None is returned).
+        formats: the codecs (JSON values, bytes keys when not given).
     """
+    formats = formats or default_formats()
     routes = any(p.kind == "route" for p in parts)
     if routes and topic_exists is None:
         return None
-    body: list[str] = []
+    body: list[str] = [f"v = {_decode_expr(formats)}", "k = m.key()"]
     budget = False
-    names: dict[str, Any] = {}
+    names: dict[str, Any] = {"topic_exists": topic_exists}
     for i, part in enumerate(parts):
         lines, done = _lines(i, part, names)
         body += lines
         budget = budget or (done is not None and done.uses_budget)
     if budget:
-        body.insert(0, "_b = _Budget()")
+        body.insert(2, "_b = _Budget()")
+    if routes:
+        body.insert(2, "t = None")
     if not parts or parts[-1].kind not in ("map", "set", "drop", "call_map"):
         # no step, or a filter or key_by last: the input value may not be an object
-        body.append(f"if type(v) is not dict:\n{_INDENT}    {_BAIL}")
-    if any(p.kind == "key_by" for p in parts):
-        body.append("k = _key(k)")
+        body += ["if type(v) is not dict:", f"    {_BAIL}"]
+    topic = "t or default" if routes else "default"
     if routes:  # the last route wins, as on the Row path; bad routes are dead-lettered there
-        body.insert(0, "t = None")
         body.append("if t is not None and (type(t) is not F_str or not t or not topic_exists(t)):")
         body.append(f"    {_BAIL}")
-    tail = _TAIL.replace("TOPIC", "t or default" if routes else "default")
-    if any(p.kind == "call_map" for p in parts):  # NaN/inf is written as null: refused there
-        tail = tail.replace(
-            "            headers = m.headers()\n",
-            f"            if null_in(payload) and has_non_finite(v):\n{_INDENT}    {_BAIL}\n"
-            "            headers = m.headers()\n",
-        )
-    source = _HEAD + "".join(_INDENT + line + "\n" for line in body) + tail
-    names.update(loads=loads, dumps=dumps, max_bytes=max_bytes, _key=encode_output_key)
-    names.update(topic_exists=topic_exists, header_bytes=header_bytes)
-    names.update(
-        has_non_finite=has_non_finite,
-        null_in=null_in,
-        enumerate=enumerate,
-        len=len,
-        BufferError=BufferError,
-    )
-    run: FusedBatch = build(source, "run", "steps (fused)", names)
-    return run
+    if any(p.kind == "key_by" for p in parts):
+        body.append(f"k = _key(k, {topic})")
+    return fused_loop(
+        body, where="steps (fused)", names=names, max_bytes=max_bytes, formats=formats,
+        topic=topic, check_nan=any(p.kind == "call_map" for p in parts),
+    )  # fmt: skip
 
 
 def _lines(i: int, part: SpecPart, names: dict[str, Any]) -> tuple[list[str], Translated | None]:

@@ -72,3 +72,8 @@ class Failure:
     row: Row
     step: str
     error: BaseException
+
+
+def header_bytes(headers: list[tuple[str, bytes | None]]) -> int:
+    """What record headers add to the size of a produced record (names and values)."""
+    return sum(len(k) + len(v or b"") for k, v in headers)

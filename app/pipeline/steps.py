@@ -13,6 +13,7 @@ from typing import Any, Protocol
 
 from app.pipeline.fusion import FusedBatch, SpecPart, compile_parts
 from app.pipeline.record import Failure, Row
+from app.serde import Formats
 from app.state.access import StateAccess
 
 
@@ -131,7 +132,7 @@ class Apply:
 
 def fuse(
     steps: list[Step],
-    decode_json: bool,
+    formats: Formats,
     max_bytes: int,
     topic_exists: Callable[[str], bool] | None = None,
     state: StateAccess | None = None,
@@ -144,14 +145,17 @@ def fuse(
     For a pipeline of Python filters and dict maps, or of stateless spec steps (keying and,
     given ``topic_exists``, routing included), one generated function
     (:func:`app.pipeline.fusion.compile_parts`). A pipeline that is one stateful step with a
-    ``fused(state, max_bytes)`` method (``count``) runs that instead, given ``state``.
-    Returns None (no fast path) for anything else, or when the input is not JSON.
+    ``fused(state, max_bytes, formats)`` method (``count``) runs that instead, given ``state``.
+    Returns None (no fast path) for anything else, when keys are not raw bytes, or when the
+    input values do not decode to records.
     """
+    if not formats.keys_raw:
+        return None
     fused_step = getattr(steps[0], "fused", None) if len(steps) == 1 else None
     if fused_step is not None and state is not None:
-        stateful: FusedBatch = fused_step(state, max_bytes)
+        stateful: FusedBatch = fused_step(state, max_bytes, formats)
         return stateful
-    if not decode_json:
+    if not formats.value_in.structured:
         return None
     parts: list[SpecPart] = []
     for step in steps:
@@ -164,4 +168,4 @@ def fuse(
         if part is None:
             return None
         parts.append(part)
-    return compile_parts(parts, max_bytes, topic_exists)
+    return compile_parts(parts, max_bytes, topic_exists, formats)

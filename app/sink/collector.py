@@ -17,8 +17,8 @@ from confluent_kafka import KafkaError, KafkaException
 
 from app.errors import CheckpointAborted, RecordTooLarge
 from app.kafka.errors import describe, has_code, record_refused
+from app.kafka.ports import Produce, ProducerPort, Room
 from app.ops.metrics import Metrics
-from app.pipeline.fusion import FusedBatch
 from app.sink.refusals import Refusals
 
 _FULL_QUEUE_WAIT_S = 0.05
@@ -48,14 +48,14 @@ class RecordCollector:
         metrics: where output records and dead letters are counted (None in some tests).
     """
 
-    def __init__(self, producer: Any, metrics: Metrics | None = None) -> None:
+    def __init__(self, producer: ProducerPort, metrics: Metrics | None = None) -> None:
         self._producer = producer
         self._metrics = metrics
         self._latch = _Latch()
         self._out = 0  # output records produced since the last end_batch()
         self.refusals = Refusals()  # records the broker refused: dead-lettered on replay
 
-    def rebind(self, producer: Any) -> None:
+    def rebind(self, producer: ProducerPort) -> None:
         """Write through ``producer`` from now on (the old one was fenced or failed)."""
         self._producer = producer
 
@@ -99,20 +99,22 @@ class RecordCollector:
         self.send(topic, value, key, headers)
         self._producer.flush(30)
 
-    def send_fused(self, default: str, fused: FusedBatch, messages: list[Any]) -> int:
-        """Run a fused pipeline (:mod:`app.pipeline.fusion`) that produces its outputs itself,
-        to ``default`` unless it routes; returns how many messages it handled.
+    def hooks(self) -> tuple[Produce, Room]:
+        """For a loop that produces by itself (the fused path): the producer's own ``produce``
+        (no wrapper on the hottest call) and the back-off for a full local queue. Count what
+        it produced with :meth:`produced`; map a ``KafkaException`` it raised with
+        :meth:`refusal`."""
+        return self._producer.produce, self._room
 
-        Raises:
-            CheckpointAborted: the producer refused a record.
-        """
-        try:
-            done, produced = fused(messages, self._producer.produce, self._room, default)
-        except KafkaException as exc:
-            raise _refused(f"produce to {default!r}", exc) from exc
-        self._out += produced
+    def produced(self, count: int) -> None:
+        """``count`` records went out through :meth:`hooks`: count them, serve reports."""
+        self._out += count
         self.end_batch()
-        return done
+
+    @staticmethod
+    def refusal(topic: str, exc: KafkaException) -> CheckpointAborted:
+        """The error for a ``produce`` to ``topic`` that the producer refused."""
+        return _refused(f"produce to {topic!r}", exc)
 
     def _room(self, topic: str, value: bytes, key: Any, headers: Any) -> None:
         self._when_room(topic, value, key, {"headers": headers})

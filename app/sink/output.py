@@ -10,20 +10,16 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-import orjson
-
-from app.errors import OutputRefused, OutputTooLarge, RecordError, RecordTooLarge
-from app.pipeline.encoding import (
-    NON_FINITE,
-    encode_output_key,
-    encode_value,
-    has_non_finite,
-    not_encodable,
-    null_in,
+from app.errors import (
+    OutputNotEncodable,
+    OutputRefused,
+    OutputTooLarge,
+    RecordError,
+    RecordTooLarge,
 )
 from app.pipeline.errors import InvalidRoute, UnknownRouteTopic
-from app.pipeline.fusion import FusedBatch
 from app.pipeline.record import Failure, Row
+from app.serde import BytesCodec, Codec, JsonCodec
 from app.sink.collector import RecordCollector
 from app.sink.deadletters import DeadLetters
 from app.sink.refusals import ALONE, Refusals
@@ -52,6 +48,8 @@ class Output:
             (:class:`app.kafka.catalog.TopicCatalog`); called once per routed record.
         client_max_bytes: the producer's ``message.max.bytes``.
         dead_letters: counts dead letters for the summary lines, metrics and ratio check.
+        value_codec: encodes output values (``output_format``; JSON by default).
+        key_codec: encodes output keys (``output_key_format``; bytes by default).
     """
 
     def __init__(
@@ -63,8 +61,12 @@ class Output:
         topic_exists: Callable[[str], bool],
         client_max_bytes: int = 1_000_000,
         dead_letters: DeadLetters | None = None,
+        value_codec: Codec | None = None,
+        key_codec: Codec | None = None,
     ) -> None:
         self.collector = collector
+        self.value_codec = value_codec or JsonCodec()
+        self.key_codec = key_codec or BytesCodec(lenient=True)
         self._default_topic = default_topic
         self._dlq_topic = dlq_topic
         self._max_bytes = max_bytes
@@ -83,37 +85,36 @@ class Output:
         return self.collector.refusals
 
     def send(self, rows: list[Row]) -> list[Failure]:
-        """Produce ``rows``; returns those that cannot be written (see :meth:`_refusal`).
+        """Produce ``rows``; returns those that cannot be written (route, encoding, size).
 
-        The hot path of the bridge: the common cases (dict value, bytes or no key, no headers)
-        are inlined; everything else goes through :func:`encode_value` / :func:`encode_output_key`.
+        The hot path of the general path: a row without a route, a key or headers costs one
+        encode call and one produce call.
         """
         failures: list[Failure] = []
-        send = self.collector.send
-        default, max_bytes, dumps = self._default_topic, self._max_bytes, orjson.dumps
+        send, check_refused = self.collector.send, self.refusals.pending
+        default, max_bytes = self._default_topic, self._max_bytes
+        encode, encode_key = self.value_codec.encode, self.key_codec.encode
         for row in rows:
-            value, topic, key = row.value, row.topic, row.key
-            try:
-                what = "value"
-                payload = dumps(value) if type(value) is dict else encode_value(value)
-                if key is not None and type(key) is not bytes:
-                    what = "key"
-                    key = encode_output_key(key)
-            except Exception as exc:  # orjson.JSONEncodeError, UnicodeEncodeError, a key's str()
-                failures.append(Failure(row, "output", not_encodable(row, what, exc)))
-                continue
-            if payload is not None and (
-                len(payload) > max_bytes or (null_in(payload) and has_non_finite(value))
-            ):
-                failures.append(Failure(row, "output", self._refusal(row, payload)))
-                continue
+            topic, key = row.topic, row.key
             if topic is None:
                 topic = default
             elif not isinstance(topic, str) or not topic or not self._topic_exists(topic):
                 error = self._route_errors.get(topic) if isinstance(topic, str) else None
                 failures.append(Failure(row, "route", error or self._bad_route(topic)))
                 continue
-            if self.refusals.pending and self._refused(row, topic, payload, failures):
+            try:
+                what = "value"
+                payload = encode(row.value, topic)
+                if key is not None and type(key) is not bytes:
+                    what = "key"
+                    key = encode_key(key, topic)
+            except OutputNotEncodable as exc:
+                failures.append(Failure(row, "output", _located(row, what, exc)))
+                continue
+            if payload is not None and len(payload) > max_bytes:
+                failures.append(Failure(row, "output", _too_large(row, len(payload), max_bytes)))
+                continue
+            if check_refused and self._refused(row, topic, payload, key, failures):
                 continue
             try:
                 send(topic, payload, key, row.headers)
@@ -122,13 +123,6 @@ class Output:
                 failures.append(Failure(row, "output", _too_large(row, size, max_bytes)))
         self.collector.end_batch()
         return failures
-
-    def _refusal(self, row: Row, payload: bytes) -> RecordError:
-        """Why ``row``'s encoded ``payload`` cannot be written: too large, or NaN/inf that the
-        encoder wrote as null."""
-        if len(payload) > self._max_bytes:
-            return _too_large(row, len(payload), self._max_bytes)
-        return not_encodable(row, "value", NON_FINITE)
 
     def _bad_route(self, topic: Any) -> RecordError:
         if not isinstance(topic, str) or not topic:
@@ -145,11 +139,15 @@ class Output:
         return error
 
     def _refused(
-        self, row: Row, topic: str, payload: bytes | None, failures: list[Failure]
+        self,
+        row: Row,
+        topic: str,
+        payload: bytes | None,
+        key: bytes | None,
+        failures: list[Failure],
     ) -> bool:
         """Handle ``row`` if the broker refused its output before (see :mod:`app.sink.refusals`):
         a confirmed refusal joins ``failures`` (dead letter), a suspect is produced alone."""
-        key = encode_output_key(row.key)
         verdict = self.refusals.check((topic, key, payload))
         if verdict is None:
             return False
@@ -172,10 +170,10 @@ class Output:
         """Whether a routed-to topic exists (from the catalog's memory), for the fused path."""
         return self._topic_exists
 
-    def send_fused(self, fused: FusedBatch, messages: list[Any]) -> int:
-        """Run a fused pipeline over ``messages``, producing as it goes (sizes and routes
-        checked there); returns how many messages it handled (the rest go to :meth:`send`)."""
-        return self.collector.send_fused(self._default_topic, fused, messages)
+    @property
+    def default_topic(self) -> str:
+        """``output_topic``: where a row without a route goes."""
+        return self._default_topic
 
     def dead_letter(self, failure: Failure) -> None:
         """Write the failed record's original bytes to the DLQ with error headers (once per
@@ -253,6 +251,13 @@ def _dlq_key(key: Any) -> bytes | None:
         return _text(str(key))
     except Exception:  # a key object whose str() raises: the source headers still identify it
         return None
+
+
+def _located(row: Row, what: str, exc: OutputNotEncodable) -> OutputNotEncodable:
+    """The codec's reason, with the output part and the input record it came from."""
+    return OutputNotEncodable(
+        f"output {what} of {row.source_topic}[{row.partition}]@{row.offset} {exc}"
+    )
 
 
 def _too_large(row: Row, size: int, limit: int) -> RecordError:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import struct
 from typing import Any
 
-import orjson
+from app.serde import json
 
 _U64 = struct.Struct(">Q")
 _SIGN = 1 << 63
@@ -50,7 +50,7 @@ def encode_key(key: Any) -> bytes:
         return _INT + str(key).encode()
     if isinstance(key, float):
         return _FLOAT + repr(key + 0.0).encode()  # + 0.0 folds -0.0 into 0.0
-    return _JSON + orjson.dumps(key, option=orjson.OPT_SORT_KEYS)
+    return _JSON + json.dumps(key, option=json.OPT_SORT_KEYS)
 
 
 def decode_key(data: bytes) -> Any:
@@ -73,7 +73,7 @@ def decode_key(data: bytes) -> Any:
     if tag == _FLOAT:
         return float(body)
     if tag == _JSON:
-        return orjson.loads(body)
+        return json.loads(body)
     raise ValueError(f"not an encoded state key: {data[:40]!r}")
 
 

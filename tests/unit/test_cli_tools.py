@@ -13,6 +13,9 @@ from app.config import BridgeSettings, ConnectionSettings
 from app.errors import ConfigError
 from app.pipeline import Pipeline, Record, Row, StepContext
 from app.pipeline.steps import fuse
+from app.serde import formats
+
+JSON, RAW = formats(), formats("bytes")
 
 
 def test_unknown_variables_are_named_with_the_closest_setting() -> None:
@@ -121,7 +124,7 @@ def test_record_functions_see_key_headers_timestamp_and_origin() -> None:
     trace = (("trace", b"t1"),)
     assert [(s.timestamp, s.headers) for s in seen] == [(1001, trace), (1002, trace)]
     assert ctx.failures == []
-    assert fuse(p.steps, decode_json=True, max_bytes=1000) is None  # never the fused path
+    assert fuse(p.steps, formats=JSON, max_bytes=1000) is None  # never the fused path
 
 
 def test_record_map_fans_out_drops_and_isolates_a_failure() -> None:

@@ -7,15 +7,18 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from confluent_kafka import KafkaError
+from confluent_kafka import KafkaError, KafkaException
 
 from app.errors import CheckpointAborted, RecordTooLarge
 from app.ops.metrics import Metrics
 from app.pipeline import Pipeline
 from app.pipeline.fusion import FusedBatch
 from app.pipeline.steps import fuse
+from app.serde import formats
 from app.sink.collector import RecordCollector
 from tests.unit.fakes import FakeMessage, FakeProducer, kafka_exc, produce_keywords
+
+JSON, RAW = formats(), formats("bytes")
 
 
 class Reporting(FakeProducer):
@@ -47,9 +50,20 @@ class Reporting(FakeProducer):
 
 def identity() -> FusedBatch:
     """A fused pipeline (app.pipeline.fusion) that writes its input objects back."""
-    fused = fuse(Pipeline().filter(lambda v: True).steps, True, 1000)
+    fused = fuse(Pipeline().filter(lambda v: True).steps, JSON, 1000)
     assert fused is not None
     return fused
+
+
+def _send_fused(collector: RecordCollector, fused: FusedBatch, messages: list[Any]) -> int:
+    """As the loop runs a fused pipeline through the writer's hooks (app.engine.loop)."""
+    produce, room = collector.hooks()
+    try:
+        done, produced = fused(messages, produce, room, "out")
+    except KafkaException as exc:
+        raise collector.refusal("out", exc) from exc
+    collector.produced(produced)
+    return done
 
 
 def full_once(producer: FakeProducer) -> None:
@@ -61,7 +75,7 @@ def test_every_kind_of_record_waits_for_room_in_a_full_queue() -> None:
     collector = RecordCollector(producer)
     sends = [
         lambda: collector.send("out", b"1", b"k", None),
-        lambda: collector.send_fused("out", identity(), [FakeMessage(value=b'{"n":2}')]),
+        lambda: _send_fused(collector, identity(), [FakeMessage(value=b'{"n":2}')]),
         lambda: collector.send_dead_letter("dlq", b"3", b"k", []),
         lambda: collector.send_run("cl", 0, {b"k": b"4"}, [], lambda *_: None),
     ]
@@ -122,7 +136,7 @@ def test_sent_records_are_counted_once_per_batch_and_not_when_aborted() -> None:
     collector.send("out", b"2", None, None)
     assert sample("eos_bridge_output_records_total") == 0  # not per record
     collector.end_batch()
-    assert collector.send_fused("out", identity(), [FakeMessage(), FakeMessage()]) == 2
+    assert _send_fused(collector, identity(), [FakeMessage(), FakeMessage()]) == 2
     collector.send_dead_letter("dlq", b"4", None, [])
     collector.send_run("cl", 0, {b"k": b"5"}, [], lambda *_: None)  # not an output record
     assert sample("eos_bridge_output_records_total") == 4

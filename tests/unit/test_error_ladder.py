@@ -30,10 +30,13 @@ from app.ops.health import Health
 from app.ops.metrics import Metrics
 from app.pipeline.builder import Pipeline
 from app.pipeline.record import Row
+from app.serde import formats
 from app.sink.collector import RecordCollector
 from app.sink.output import Output
 from app.state.backend import NoState
 from tests.unit.fakes import FakeConsumer, FakeMessage, FakeProducer, idle_watchdog, kafka_exc
+
+JSON, RAW = formats(), formats("bytes")
 
 # ---- the classifier ------------------------------------------------------------------------
 
@@ -142,7 +145,7 @@ class Harness:
             self.metrics,
             Health(30.0), watchdog,
             topics=["in"], instance_id="i0", batch_size=10, poll_timeout=0.0, retries=0,
-            dead_letter=True, decode_json=True,
+            dead_letter=True, formats=JSON,
         )  # fmt: skip
         self.consumer.on_empty = self._stop
 

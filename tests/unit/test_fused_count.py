@@ -17,9 +17,12 @@ from app.pipeline.errors import INT64_MAX
 from app.pipeline.record import Row
 from app.pipeline.stateful import Count
 from app.pipeline.steps import StepContext, fuse
+from app.serde import formats
 from app.state.keys import encode_key
 from tests.support.state import LocalAccess
 from tests.unit.test_fused_path import Sink
+
+JSON, RAW = formats(), formats("bytes")
 
 Headers = list[tuple[str, bytes]] | None
 
@@ -79,7 +82,7 @@ def fused(
     batch: list[Msg], access: LocalAccess, max_bytes: int = 1_000_000
 ) -> tuple[int, list[tuple[bytes, Any, Headers]]]:
     """How many messages the fused count handled, and what it produced."""
-    run = fuse(Pipeline().count().steps, False, max_bytes, None, access)
+    run = fuse(Pipeline().count().steps, RAW, max_bytes, None, access)
     assert run is not None
     sink = Sink()
     done, produced = run(batch, sink.produce, sink.room, "out")
@@ -165,7 +168,7 @@ def test_the_rest_of_a_batch_is_handed_back_at_the_first_unusual_record(
 
 def test_fused_only_for_a_count_alone_given_state(tmp_path: Path) -> None:
     access = LocalAccess(tmp_path)
-    assert fuse(Pipeline().count().steps, True, 1000, None, access) is not None
-    assert fuse(Pipeline().count().steps, True, 1000) is None  # no state: no fused count
-    assert fuse(Pipeline().count().map(lambda v: v).steps, True, 1000, None, access) is None
-    assert fuse(Pipeline().sum("n").steps, True, 1000, None, access) is None
+    assert fuse(Pipeline().count().steps, JSON, 1000, None, access) is not None
+    assert fuse(Pipeline().count().steps, JSON, 1000) is None  # no state: no fused count
+    assert fuse(Pipeline().count().map(lambda v: v).steps, JSON, 1000, None, access) is None
+    assert fuse(Pipeline().sum("n").steps, JSON, 1000, None, access) is None

@@ -13,6 +13,9 @@ from app.pipeline.fusion import FusedBatch
 from app.pipeline.record import Row
 from app.pipeline.stateful import Count
 from app.pipeline.steps import StepContext, fuse
+from app.serde import formats
+
+JSON, RAW = formats(), formats("bytes")
 
 
 class Msg:
@@ -96,7 +99,7 @@ def test_fused_output_equals_the_general_path() -> None:
         .map(lambda v: None if v["id"] % 5 == 0 else v)
     )
     batch = messages(200)
-    fused = fuse(pipeline.steps, True, 1_000_000)
+    fused = fuse(pipeline.steps, JSON, 1_000_000)
     assert fused is not None
     done, out = drive(fused, batch)
     assert done == 200
@@ -130,7 +133,7 @@ def test_anything_unusual_stops_the_fast_path_at_that_record() -> None:
             batch[7] = Msg(b"not json")
         if n == 7:
             batch[7] = Failed(b"{}")
-        fused = fuse(pipeline.steps, True, 100)
+        fused = fuse(pipeline.steps, JSON, 100)
         assert fused is not None
         done, out = drive(fused, batch)
         assert done == stop, n
@@ -138,20 +141,20 @@ def test_anything_unusual_stops_the_fast_path_at_that_record() -> None:
 
 
 def test_no_fast_path_for_state_or_bytes_input() -> None:
-    assert fuse(Pipeline().key_by(lambda v: v["id"]).steps, True, 1000) is None
-    assert fuse(Pipeline().route(lambda v: "t").steps, True, 1000) is None
-    assert fuse(Pipeline().then(Count()).steps, True, 1000) is None
-    assert fuse(Pipeline().map(lambda v: v).steps, False, 1000) is None
+    assert fuse(Pipeline().key_by(lambda v: v["id"]).steps, JSON, 1000) is None
+    assert fuse(Pipeline().route(lambda v: "t").steps, JSON, 1000) is None
+    assert fuse(Pipeline().then(Count()).steps, JSON, 1000) is None
+    assert fuse(Pipeline().map(lambda v: v).steps, RAW, 1000) is None
 
 
 def test_a_null_that_is_really_null_stays_on_the_fast_path() -> None:
-    fused = fuse(Pipeline().map(lambda v: {**v, "none": None, "s": "null"}).steps, True, 1000)
+    fused = fuse(Pipeline().map(lambda v: {**v, "none": None, "s": "null"}).steps, JSON, 1000)
     assert fused is not None
     assert drive(fused, messages(3))[0] == 3
 
 
 def test_the_fast_path_waits_for_room_in_a_full_queue() -> None:
-    fused = fuse(Pipeline().filter(lambda v: True).steps, True, 1000)
+    fused = fuse(Pipeline().filter(lambda v: True).steps, JSON, 1000)
     assert fused is not None
     tries: list[bytes] = []
     waited: list[Produced] = []

@@ -11,8 +11,8 @@ import pytest
 
 from app.ops.health import Health
 from app.ops.metrics import Metrics
-from app.pipeline.encoding import has_non_finite
 from app.pipeline.record import Failure, Row
+from app.serde.json import has_non_finite
 from app.sink.collector import RecordCollector
 from app.sink.deadletters import DeadLetters
 from app.sink.output import H_CLASS, H_STEP, Output

@@ -11,15 +11,19 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from app.engine.loop import run_fused
 from app.errors import ConfigError, ExpressionLimit
 from app.pipeline import Pipeline, Row, StepContext
 from app.pipeline.spec import compile_spec, load_spec
 from app.pipeline.stateful import Count
 from app.pipeline.steps import fuse
+from app.serde import formats
 from app.sink.collector import RecordCollector
 from app.sink.output import Output
 from bench.pipelines import p1, p3
 from tests.unit.test_fused_path import Msg, drive
+
+JSON, RAW = formats(), formats("bytes")
 
 
 def rows(*values: Any) -> list[Row]:
@@ -49,7 +53,7 @@ def general(p: Pipeline, values: list[Any]) -> list[tuple[bytes, Any]]:
 
 def fused(p: Pipeline, values: list[Any]) -> tuple[int, list[tuple[bytes, Any]]]:
     """How many records the fused path handled, and its outputs."""
-    run_batch = fuse(p.steps, True, 1_000_000)
+    run_batch = fuse(p.steps, JSON, 1_000_000)
     assert run_batch is not None
     done, out = drive(run_batch, [Msg(orjson.dumps(v), b"k", i) for i, v in enumerate(values)])
     return done, [(payload, key) for _, payload, key, _ in out]
@@ -189,9 +193,9 @@ def test_fused_spec_sees_the_same_metadata_as_the_row_path() -> None:
 
 def test_route_and_stateful_steps_keep_the_general_path() -> None:
     # A route fuses only with the topic catalog to check its topics against (see below).
-    assert fuse(spec({"route": "'t' if amount > 1 else None"}).steps, True, 1000) is None
-    assert fuse([*spec({"filter": "amount > 1"}).steps, Count()], True, 1000) is None
-    assert fuse(spec({"filter": "amount > 1"}).steps, False, 1000) is None
+    assert fuse(spec({"route": "'t' if amount > 1 else None"}).steps, JSON, 1000) is None
+    assert fuse([*spec({"filter": "amount > 1"}).steps, Count()], JSON, 1000) is None
+    assert fuse(spec({"filter": "amount > 1"}).steps, RAW, 1000) is None
 
 
 # ---- route, fused: same topics, and bad routes left to the general path's dead letters -------
@@ -238,12 +242,12 @@ def test_fused_route_equals_the_row_path(values: list[dict[str, Any]]) -> None:
     assert {f.step for f in failures} <= {"route"}  # InvalidRoute, UnknownRouteTopic
     # As the loop does it: the fast path up to the first record it cannot route, the general
     # path from there on.
-    run_batch = fuse(_ROUTED.steps, True, 1_000_000, _EXISTING.__contains__)
+    run_batch = fuse(_ROUTED.steps, JSON, 1_000_000, _EXISTING.__contains__)
     assert run_batch is not None
     fused_out = _Recorder()
     output = _output(fused_out)
-    done = output.send_fused(
-        run_batch, [Msg(orjson.dumps(v), b"k", i) for i, v in enumerate(values)]
+    done = run_fused(
+        output, run_batch, [Msg(orjson.dumps(v), b"k", i) for i, v in enumerate(values)]
     )
     assert done == min([f.row.offset for f in failures], default=len(values))
     rest, ctx = run(
@@ -258,7 +262,7 @@ def test_fused_route_equals_the_row_path(values: list[dict[str, Any]]) -> None:
 
 
 def test_fused_route_falls_back_on_each_kind_of_bad_route() -> None:
-    run_batch = fuse(spec({"route": "target"}).steps, True, 1000, _EXISTING.__contains__)
+    run_batch = fuse(spec({"route": "target"}).steps, JSON, 1000, _EXISTING.__contains__)
     assert run_batch is not None
     good = Msg(b'{"target": "big"}')
     assert drive(run_batch, [good]) == (1, [("big", b'{"target":"big"}', b"k", None)])
@@ -295,10 +299,10 @@ def test_the_documented_example_compiles_and_runs() -> None:
 
 
 def test_fused_spec_leaves_large_outputs_and_non_objects_to_the_general_path() -> None:
-    too_large = fuse(spec({"set": {"pad": "'x' * 200"}}).steps, True, 100)
+    too_large = fuse(spec({"set": {"pad": "'x' * 200"}}).steps, JSON, 100)
     assert too_large is not None
     assert drive(too_large, [Msg(b'{"a": 1}')]) == (0, [])
-    filter_only = fuse(spec({"filter": "value != 0"}).steps, True, 100)
+    filter_only = fuse(spec({"filter": "value != 0"}).steps, JSON, 100)
     assert filter_only is not None
     assert drive(filter_only, [Msg(b"5")]) == (0, [])  # a number: Output encodes it, not here
     assert drive(filter_only, [Msg(b'{"a": 1}')]) == (1, [("out", b'{"a":1}', b"k", None)])

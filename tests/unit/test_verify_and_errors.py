@@ -7,7 +7,7 @@ import orjson
 
 from app.commands.verify import IdExtractor, audit
 from app.kafka.topics import KafkaRecord
-from app.pipeline.encoding import encode_output_key, encode_value
+from app.serde import BytesCodec, JsonCodec
 from app.sink.output import H_OFFSET, H_PARTITION, H_TOPIC
 
 
@@ -47,10 +47,7 @@ def test_audit_respects_input_multiplicity() -> None:
 
 
 def test_encoding() -> None:
-    assert encode_value({"a": 1}) == b'{"a":1}'
-    assert encode_value("x") == b"x" and encode_value(None) is None
-    assert (
-        encode_output_key(7) == b"7"
-        and encode_output_key(b"k") == b"k"
-        and encode_output_key(None) is None
-    )
+    value, key = JsonCodec().encode, BytesCodec(lenient=True).encode
+    assert value({"a": 1}, "t") == b'{"a":1}'
+    assert value("x", "t") == b"x" and value(None, "t") is None
+    assert key(7, "t") == b"7" and key(b"k", "t") == b"k" and key(None, "t") is None

@@ -14,12 +14,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-import orjson
-
 from app.errors import ConfigError
-from app.pipeline.encoding import header_bytes
 from app.pipeline.errors import INT64_MAX
-from app.pipeline.fusion import FusedBatch, Produce, Room
+from app.pipeline.fusion import FusedBatch, fused_loop
 from app.pipeline.record import Row
 from app.pipeline.stateful.kit import (
     SOURCE_OFFSET,
@@ -39,6 +36,7 @@ from app.pipeline.stateful.kit import (
     require_state,
 )
 from app.pipeline.steps import StepContext
+from app.serde import Formats, json
 from app.state.access import StateAccess, StateView
 from app.state.keys import decode_int, display_key, encode_int, encode_key
 
@@ -150,11 +148,11 @@ class Count:
             out.append(row)
         return out
 
-    def fused(self, access: StateAccess, max_bytes: int) -> FusedBatch:
+    def fused(self, access: StateAccess, max_bytes: int, formats: Formats) -> FusedBatch:
         """A pipeline that is this step alone, over consumer messages (see
         :func:`app.pipeline.steps.fuse`): the same outputs and state as :meth:`__call__` plus
         :class:`app.sink.output.Output`, without Row objects."""
-        return _fused_count(self.name, access, max_bytes)
+        return _fused_count(self.name, access, max_bytes, formats)
 
 
 @dataclass(slots=True)
@@ -192,88 +190,65 @@ class Sum:
             view = views.of(row)
             raw = view.get(key)
             try:
-                total = (0 if raw is None else orjson.loads(raw)) + amount
+                total = (0 if raw is None else json.loads(raw)) + amount
             except TypeError:  # a stored null: see overflow()
                 total = None
             if total is None or out_of_range(total):
                 overflow(ctx, self.name, row, f"sum {self.name!r}", total)
                 continue
-            view.set(key, orjson.dumps(total))
+            view.set(key, json.dumps(total))
             row.value = _keyed_output(row, "sum", total)
             out.append(row)
         return out
 
 
-def _fused_count(store: str, access: StateAccess, max_bytes: int) -> FusedBatch:
+def _fused_count(store: str, access: StateAccess, max_bytes: int, formats: Formats) -> FusedBatch:
     """Count a batch of consumer messages in one pass and produce each output: P2's hot path.
 
-    New counts go to a per-batch overlay, and into the state once the loop ends: after the
-    whole batch, or before the first record it hands to the general path (a consumer error, a
-    count past INT64_MAX, an output over ``max_bytes``), so the state then holds exactly the
-    records produced so far; the general path counts the rest and isolates the record.
+    New counts go to a per-batch overlay, and into the state once the loop ends (the loop's
+    epilogue): after the whole batch, or before the first record it hands to the general path
+    (a consumer error, a count past INT64_MAX, an output over ``max_bytes``), so the state then
+    holds exactly the records produced so far; the general path counts the rest and isolates
+    the record. A count enters the overlay only once its output passed the size check.
     """
-    dumps = orjson.dumps
-
-    def run(messages: list[Any], produce: Produce, room: Room, topic: str) -> tuple[int, int]:
-        overlay: list[tuple[StateView, dict[bytes, int]]] = []
-        seen: dict[tuple[str, int], dict[bytes, int]] = {}
-        last_topic, last_partition = None, -1
-        view: Any = None
-        counts: dict[bytes, int] = {}
-        done = 0
-        for m in messages:
-            if m.error() is not None:
-                break
-            source, partition = m.topic(), m.partition()
-            if partition != last_partition or source != last_topic:
-                last_topic, last_partition = source, partition
-                view = access.partition(store, source, partition)  # PartitionsMigrated: raised
-                found = seen.get((source, partition))
-                if found is None:
-                    found = seen[(source, partition)] = {}
-                    overlay.append((view, found))
-                counts = found
-            key = m.key()
-            state_key = encode_key(key)
-            count = counts.get(state_key)
-            if count is None:
-                raw = view.get(state_key)
-                count = 1 if raw is None else int(raw) + 1
-            else:
-                count += 1
-            if count > INT64_MAX:
-                break
-            payload = dumps(
-                {
-                    "key": display_key(key),
-                    "count": count,
-                    SOURCE_TOPIC: source,
-                    SOURCE_PARTITION: partition,
-                    SOURCE_OFFSET: m.offset(),
-                }
-            )
-            headers = m.headers()
-            size = len(payload) + (len(key) if key else 0)
-            if headers:
-                size += header_bytes(headers)
-            if size > max_bytes:
-                break
-            counts[state_key] = count
-            try:
-                if headers is None:
-                    produce(topic, payload, key)
-                else:
-                    produce(topic, payload, key, headers=headers)
-            except BufferError:
-                room(topic, payload, key, headers)
-            done += 1
-        for view, counts in overlay:
-            set_ = view.set
-            for state_key, count in counts.items():
-                set_(state_key, b"%d" % count)
-        return done, done
-
-    return run
+    body = [
+        "source, partition = m.topic(), m.partition()",
+        "if partition != last[1] or source != last[0]:",
+        "    last = (source, partition)",
+        "    view = access.partition(STORE, source, partition)",  # PartitionsMigrated: raised
+        "    counts = seen.get(last)",
+        "    if counts is None:",
+        "        counts = seen[last] = {}",
+        "        overlay.append((view, counts))",
+        "k = m.key()",
+        "state_key = encode_key(k)",
+        "count = counts.get(state_key)",
+        "if count is None:",
+        "    raw = view.get(state_key)",
+        "    count = 1 if raw is None else int(raw) + 1",
+        "else:",
+        "    count += 1",
+        "if count > INT64_MAX:",
+        "    return i, n",
+        "v = {'key': display_key(k), 'count': count, SOURCE_TOPIC: source,",
+        "     SOURCE_PARTITION: partition, SOURCE_OFFSET: m.offset()}",
+    ]
+    epilogue = (
+        "for view, counts in overlay:",
+        "    set_ = view.set",
+        "    for state_key, count in counts.items():",
+        "        set_(state_key, b'%d' % count)",
+    )
+    names = {
+        "STORE": store, "access": access, "encode_key": encode_key, "display_key": display_key,
+        "INT64_MAX": INT64_MAX, "int": int, "SOURCE_TOPIC": SOURCE_TOPIC,
+        "SOURCE_PARTITION": SOURCE_PARTITION, "SOURCE_OFFSET": SOURCE_OFFSET,
+    }  # fmt: skip
+    return fused_loop(
+        body, where=f"count {store!r} (fused)", names=names, max_bytes=max_bytes,
+        formats=formats, accept=("counts[state_key] = count",), epilogue=epilogue,
+        prologue=("overlay = []", "seen = {}", "last = (None, -1)", "view = counts = None"),
+    )  # fmt: skip
 
 
 def _keyed_output(row: Row, field: str, value: Any) -> dict[str, Any]:

@@ -14,8 +14,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-import orjson
-
 from app.errors import ConfigError
 from app.pipeline.errors import AggregateOverflow
 from app.pipeline.record import Failure, Row
@@ -35,6 +33,7 @@ from app.pipeline.stateful.kit import (
     stream_time,
 )
 from app.pipeline.steps import StepContext
+from app.serde import json
 from app.state.access import StateView
 from app.state.keys import decode_int, decode_key, display_key, encode_int, encode_key
 
@@ -201,7 +200,7 @@ class Window:
                     acc = accs.get(slot, _UNREAD)
                     if acc is _UNREAD:
                         raw = view.get(wkey)
-                        acc = None if raw is None else orjson.loads(raw)
+                        acc = None if raw is None else json.loads(raw)
                     updates.append((slot, add(acc, value)))
             except AggregateOverflow as exc:
                 # As if the record never came: no accumulator changed, stream time unmoved.
@@ -210,7 +209,7 @@ class Window:
             accs.update(updates)
             view.memo["t"] = now
             last[(row.source_topic, row.partition)] = row
-        dumps = orjson.dumps
+        dumps = json.dumps
         for (view, wkey), acc in accs.items():
             view.set(wkey, dumps(acc))
         out: list[Row] = []
@@ -238,7 +237,7 @@ class Window:
                     "key": display_key(key),
                     "start": start,
                     "end": start + self.size,
-                    "value": self.aggregate.result(orjson.loads(raw)),
+                    "value": self.aggregate.result(json.loads(raw)),
                     **provenance(trigger),
                 }
             )
