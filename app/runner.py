@@ -27,6 +27,7 @@ from app.kafka.admin import require_topics
 from app.kafka.catalog import TopicCatalog
 from app.kafka.defaults import consumer_config, producer_config
 from app.kafka.errors import describe
+from app.offsets import GroupOffsets
 from app.ops.health import Health, serve
 from app.ops.logs import librdkafka_logging
 from app.ops.metrics import Metrics
@@ -144,6 +145,7 @@ def build(settings: BridgeSettings, metrics: Metrics, health: Health, watchdog: 
     txn = Transactions(
         lambda: Producer(pconf),
         consumer,
+        GroupOffsets(consumer, watchdog, settings.call_timeout),
         exactly_once=settings.exactly_once,
         call_timeout=settings.call_timeout,
         watchdog=watchdog,

@@ -22,7 +22,8 @@ from pathlib import Path
 
 import orjson
 
-from app.kafka.topics import committed_offsets, create_topic, end_offsets, read_all, seed
+from app.kafka.topics import create_topic, end_offsets, read_all, seed
+from app.offsets.group import committed_offsets
 from devkit.kafka import LocalKafka
 
 REPO = Path(__file__).resolve().parents[1]

@@ -160,7 +160,7 @@ class Checkpoint:
         unknown = [TopicPartition(t, p) for t, p in positions if (t, p) not in self._committed]
         if unknown:
             try:
-                for tp in self._txn.committed(unknown):
+                for tp in self._txn.offsets.committed(unknown):
                     self._committed[(tp.topic, tp.partition)] = tp.offset
             except BridgeError as exc:  # the coordinator is away: look again next interval
                 log.debug("committed offsets unknown, checked next interval: %s", exc)

@@ -74,7 +74,7 @@ class Rebalancer:
         """Restore pending partitions for up to ``budget_s``; resume them when done."""
         pending = self._state.pending_recovery()
         tps = [TopicPartition(t, p) for t, p in pending]
-        committed = {(tp.topic, tp.partition): tp.offset for tp in self._txn.committed(tps)}
+        committed = {(tp.topic, tp.partition): tp.offset for tp in self._txn.offsets.committed(tps)}
         done = self._state.recover(committed, budget_s)
         self._metrics.recovery_remaining.clear()  # finished restores drop out of progress()
         for task in self._state.progress():
@@ -147,7 +147,7 @@ class Rebalancer:
         reset = self._txn.reset_offset
         targets = [
             TopicPartition(tp.topic, tp.partition, tp.offset if tp.offset >= 0 else reset)
-            for tp in self._txn.committed(assignment)
+            for tp in self._txn.offsets.committed(assignment)
         ]
         self._consumer.assign(targets)
         pending = self._state.pending_recovery()

@@ -1,8 +1,8 @@
 """The owner of a transaction's whole life: begin, commit, abort, rewind, new producer.
 
-Kafka Streams' ``StreamsProducer`` in small. Exactly-once: input offsets are committed inside
-the transaction with ``send_offsets_to_transaction`` and the group metadata (KIP-447 fencing).
-At-least-once: the producer is flushed, then the offsets are committed by the consumer.
+Kafka Streams' ``StreamsProducer`` in small. Exactly-once: input positions go into the
+transaction through the offset store (:mod:`app.offsets`; today the source group with KIP-447
+fencing). At-least-once: the producer is flushed, then the store commits the positions.
 Every blocking client call runs under the watchdog's deadline (:mod:`app.engine.watchdog`).
 """
 
@@ -11,13 +11,15 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from confluent_kafka import OFFSET_BEGINNING, KafkaException, TopicPartition
 
 from app.engine.watchdog import Watchdog
 from app.errors import CheckpointAborted, KafkaFatalError, ProducerFenced
-from app.kafka.errors import Reaction, bridge_error, classify, describe, settling
+from app.kafka.errors import Reaction, bridge_error, classify, describe
+from app.kafka.ports import ConsumerPort, NewProducer, ProducerPort
+from app.offsets import OffsetStore
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -25,7 +27,6 @@ T = TypeVar("T")
 # The watchdog's deadline for a call = librdkafka's timeout argument + this margin: the call
 # is given every chance to return by itself before the process is ended.
 _GRACE_S = 15.0
-_LOOKUP_PAUSE_S = 0.2  # between look-ups while the group coordinator moves
 
 
 class Transactions:
@@ -34,7 +35,8 @@ class Transactions:
     Args:
         new_producer: makes a producer (same transactional.id each time); called once now and
             once per re-creation.
-        consumer: the group consumer whose offsets are committed and rewound.
+        consumer: the group consumer whose partitions are rewound.
+        offsets: where committed positions live (put into the transaction, read to rewind).
         exactly_once: transactional producer (True) or flush-then-commit (False).
         call_timeout: librdkafka timeout of each blocking call; retriable errors are retried
             until it has passed, then the outcome is unknown (fatal).
@@ -47,8 +49,9 @@ class Transactions:
 
     def __init__(
         self,
-        new_producer: Callable[[], Any],
-        consumer: Any,
+        new_producer: NewProducer,
+        consumer: ConsumerPort,
+        offsets: OffsetStore,
         *,
         exactly_once: bool,
         call_timeout: float,
@@ -60,6 +63,7 @@ class Transactions:
         self._new_producer = new_producer
         self._producer = new_producer()
         self._consumer = consumer
+        self._offsets = offsets
         self.exactly_once = exactly_once
         self._timeout = call_timeout
         self._watchdog = watchdog
@@ -69,7 +73,7 @@ class Transactions:
         self._recreations = 0
         self._open = False
         self._discard: list[Callable[[], None]] = []
-        self._rebind: list[Callable[[Any], None]] = []
+        self._rebind: list[Callable[[ProducerPort], None]] = []
 
     # ---- collaborators ---------------------------------------------------------------------
 
@@ -77,13 +81,18 @@ class Transactions:
         """Call ``discard`` after every abort (uncommitted state, latched delivery errors)."""
         self._discard.append(discard)
 
-    def on_new_producer(self, rebind: Callable[[Any], None]) -> None:
+    def on_new_producer(self, rebind: Callable[[ProducerPort], None]) -> None:
         """Call ``rebind(producer)`` whenever the producer is re-created."""
         self._rebind.append(rebind)
 
     @property
-    def producer(self) -> Any:
+    def producer(self) -> ProducerPort:
         return self._producer
+
+    @property
+    def offsets(self) -> OffsetStore:
+        """Where this transaction's input positions are committed."""
+        return self._offsets
 
     # ---- the life of one transaction -------------------------------------------------------
 
@@ -106,10 +115,9 @@ class Transactions:
         else:
             producer, timeout = self._producer, self._timeout
             if offsets:
-                metadata = self._consumer.consumer_group_metadata()
+                store = self._offsets
                 self._call(
-                    "send_offsets_to_transaction",
-                    lambda: producer.send_offsets_to_transaction(offsets, metadata, timeout),
+                    "send_offsets_to_transaction", lambda: store.put(producer, offsets, timeout)
                 )
             self._call("commit_transaction", lambda: producer.commit_transaction(timeout))
         self._open = False
@@ -186,7 +194,7 @@ class Transactions:
         assignment = self._consumer.assignment()
         if not assignment:
             return
-        committed = self.committed(assignment)
+        committed = self._offsets.committed(assignment)
         targets = [
             TopicPartition(
                 tp.topic, tp.partition, tp.offset if tp.offset >= 0 else self.reset_offset
@@ -205,37 +213,6 @@ class Transactions:
                 if time.monotonic() > deadline:
                     raise KafkaFatalError(f"cannot rewind to {targets}: {describe(exc)}") from exc
                 self._consumer.consume(1, 0.05)
-
-    def committed(self, partitions: list[TopicPartition]) -> list[TopicPartition]:
-        """The group's committed offsets of ``partitions``, each call bounded by the watchdog.
-
-        The group coordinator moving or loading (a broker restart, a failover) is asked again,
-        after a short pause, for up to ``call_timeout``.
-
-        Raises:
-            KafkaFatalError: still unreadable after ``call_timeout``, or an error no retry
-                repairs (a mapped :class:`app.errors.BridgeError` in general).
-        """
-        deadline = time.monotonic() + self._timeout
-        while True:
-            try:
-                with self._watchdog.guard(
-                    "committed", self._timeout + _GRACE_S, "group coordinator"
-                ):
-                    result: list[TopicPartition] = self._consumer.committed(
-                        partitions, timeout=self._timeout
-                    )
-                return result
-            except KafkaException as exc:
-                if not settling(exc):
-                    raise bridge_error("committed offsets", exc) from exc
-                if time.monotonic() >= deadline:
-                    raise KafkaFatalError(
-                        f"committed offsets not readable within {self._timeout:.0f}s: "
-                        f"{describe(exc)}"
-                    ) from exc
-                log.warning("committed offsets: %s; asking again", describe(exc))
-                time.sleep(_LOOKUP_PAUSE_S)
 
     def abort_quietly(self) -> None:
         """After a fatal error: abort what can be aborted; the broker aborts the rest."""
@@ -267,8 +244,7 @@ class Transactions:
         if not offsets:
             return
         try:
-            with self._watchdog.guard("commit", self._timeout + _GRACE_S, "group coordinator"):
-                self._consumer.commit(offsets=offsets, asynchronous=False)
+            self._offsets.commit(offsets)
         except KafkaException as exc:  # e.g. a rebalance: re-read, duplicates allowed
             raise CheckpointAborted(f"offset commit: {describe(exc)}") from exc
 

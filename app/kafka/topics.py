@@ -15,8 +15,6 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from app.kafka.errors import settling
-
 # A bootstrap address, or a whole librdkafka client configuration (SASL, TLS...).
 Connection = str | Mapping[str, Any]
 
@@ -135,28 +133,6 @@ def end_offsets(
             p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout)[1]
             for p in partitions_of(conn, topic)
         }
-    finally:
-        consumer.close()
-
-
-def committed_offsets(
-    conn: Connection, group: str, topic: str, timeout: float = 30.0
-) -> dict[int, int]:
-    """The group's committed offset per partition (-1001 = none).
-
-    Retries retriable errors (coordinator loading or moving) until ``timeout``.
-    """
-    consumer = Consumer(client_config(conn, **{"group.id": group}))
-    deadline = time.monotonic() + timeout
-    try:
-        tps = [TopicPartition(topic, p) for p in partitions_of(conn, topic)]
-        while True:
-            try:
-                return {tp.partition: tp.offset for tp in consumer.committed(tps, timeout=10)}
-            except KafkaException as exc:
-                if not settling(exc) or time.monotonic() > deadline:
-                    raise
-                time.sleep(0.2)
     finally:
         consumer.close()
 

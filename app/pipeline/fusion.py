@@ -17,8 +17,8 @@ and a Python ``.filter(keep).map(enrich)`` becomes ``if not S_0(v): continue`` a
 stages. No Row objects, no name dicts, no per-expression calls, no list of outputs: each record
 is produced as soon as it is encoded.
 
-Values are decoded and encoded through the codecs of :class:`Formats` (orjson's ``loads`` and
-``dumps`` called by name for JSON, :class:`app.serde.Inline`); the produce tail is
+Values are decoded and encoded through the codecs of :class:`app.serde.Formats` (for JSON, its
+``loads`` and ``dumps`` called by name: :class:`app.serde.Inline`); the produce tail is
 :func:`fused_loop`'s, shared with the fused count (:mod:`app.pipeline.stateful.keyed`).
 
 The function stops at the first record that needs the general path: a message error, an

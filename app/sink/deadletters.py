@@ -112,7 +112,7 @@ class DeadLetters:
         """The transaction was aborted: its dead letters were never written."""
         self._pending = {}
 
-    def committed(self, consumed: int) -> None:
+    def account(self, consumed: int) -> None:
         """A checkpoint of ``consumed`` input records committed: log, count, judge."""
         pending, self._pending = self._pending, {}
         for (step, cls), tally in pending.items():

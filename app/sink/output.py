@@ -235,7 +235,7 @@ class Output:
         dead letters (one summary line, metrics, the ratio check)."""
         self._dead.clear()
         if self._dead_letters is not None:
-            self._dead_letters.committed(consumed)
+            self._dead_letters.account(consumed)
 
 
 def _text(text: str) -> bytes:

@@ -131,7 +131,7 @@ class PartitionState:
                         merged[key] = value
         return sorted(merged.items())
 
-    def committed(self, changelog_offset: int, now: float) -> None:
+    def mark_committed(self, changelog_offset: int, now: float) -> None:
         """Checkpoint step 5: the updates are committed, and their changelog records end at
         ``changelog_offset``. They move to the read cache and reach RocksDB with this or a
         later checkpoint's (see the module's doc; ``memo`` stays valid).

@@ -220,7 +220,7 @@ class RocksDBState:
                     f"{state.store.where}: committed without a delivered changelog record "
                     f"in {state.changelog}[{state.partition}]"
                 )
-            state.committed(offset, now)
+            state.mark_committed(offset, now)
             state.write_if_due(now)
 
     def discard(self) -> None:

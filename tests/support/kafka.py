@@ -11,6 +11,7 @@ from confluent_kafka import Consumer, Producer
 
 from app.kafka import topics
 from app.kafka.topics import KafkaRecord
+from app.offsets.group import committed_offsets
 
 
 def wait_until(condition: Callable[[], bool], timeout: float, what: str, step: float = 0.1) -> None:
@@ -83,4 +84,4 @@ class KafkaFixture:
         return topics.end_offsets(self.bootstrap, topic, read_committed)
 
     def committed_offsets(self, group: str, topic: str) -> dict[int, int]:
-        return topics.committed_offsets(self.bootstrap, group, topic)
+        return committed_offsets(self.bootstrap, group, topic)

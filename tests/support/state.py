@@ -32,7 +32,7 @@ class LocalAccess:
         for state in self.states.values():
             if state.dirty:
                 self.offset += len(state.dirty)
-                state.committed(self.offset, 0.0)
+                state.mark_committed(self.offset, 0.0)
 
     def discard(self) -> None:
         for state in self.states.values():

@@ -11,6 +11,7 @@ from app.engine.checkpoint import Checkpoint
 from app.engine.rebalance import Rebalancer
 from app.engine.transactions import Transactions
 from app.errors import CheckpointAborted
+from app.offsets import GroupOffsets
 from app.ops.health import Health
 from app.ops.metrics import Metrics
 from app.state.backend import NoState
@@ -69,8 +70,8 @@ class Rig:
         self.consumer.positions = {("in", 0): 10}
         self.metrics = Metrics()
         self.txn = Transactions(
-            lambda: self.producer, self.consumer, exactly_once=True, call_timeout=5.0,
-            watchdog=idle_watchdog(),
+            lambda: self.producer, self.consumer, GroupOffsets(self.consumer, idle_watchdog(), 5.0),
+            exactly_once=True, call_timeout=5.0, watchdog=idle_watchdog(),
         )  # fmt: skip
         self.state = StepLog(self.log)
         self.txn.on_abort(self.state.discard)

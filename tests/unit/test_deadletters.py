@@ -68,8 +68,8 @@ def test_one_summary_line_per_checkpoint_and_only_committed_letters_count(
         for i in range(300):
             dead.add(failure(i))
         dead.add(failure(300, "route", InvalidRoute("route returned 42")))
-        dead.committed(1000)
-        dead.committed(1000)  # nothing dead-lettered: no line
+        dead.account(1000)
+        dead.account(1000)  # nothing dead-lettered: no line
     assert [r.getMessage()[:52] for r in caplog.records] == [
         "dead-lettered 301 of 1000 records in this checkpoint"
     ]
@@ -86,7 +86,7 @@ def test_ratio_over_the_limit_marks_not_ready_once_and_recovers(
         for checkpoint in range(3):
             for i in range(60):
                 dead.add(failure(checkpoint * 100 + i))
-            dead.committed(100)
+            dead.account(100)
             clock.now += 1
     ready, reason = health.readiness()
     assert not ready
@@ -101,7 +101,7 @@ def test_ratio_over_the_limit_marks_not_ready_once_and_recovers(
     assert ratio == pytest.approx(0.6)
     # Clean traffic: once the bad checkpoints leave the 60 s window, ready again.
     clock.now += 60
-    dead.committed(100)
+    dead.account(100)
     assert health.readiness() == (True, "running")
     assert "back within max_dead_letter_ratio=0.5" in caplog.records[-1].getMessage()
     assert (
@@ -115,10 +115,10 @@ def test_ratio_over_the_limit_marks_not_ready_once_and_recovers(
 def test_no_verdict_on_too_few_records_and_none_without_a_limit() -> None:
     dead, _, health, _ = make(0.5)
     dead.add(failure(0))
-    dead.committed(1)  # 100 % of one record says little
+    dead.account(1)  # 100 % of one record says little
     assert health.readiness()[0]
     dead, _, health, _ = make(None)
     for i in range(200):
         dead.add(failure(i))
-    dead.committed(200)
+    dead.account(200)
     assert health.readiness()[0]

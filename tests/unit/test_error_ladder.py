@@ -26,6 +26,7 @@ from app.errors import (
     StateCorrupted,
 )
 from app.kafka.errors import Reaction, classify, classify_consumer, record_refused, settling
+from app.offsets import GroupOffsets
 from app.ops.health import Health
 from app.ops.metrics import Metrics
 from app.pipeline.builder import Pipeline
@@ -130,8 +131,8 @@ class Harness:
         self.state = FaultyState()
         watchdog = idle_watchdog()
         self.txn = Transactions(
-            self._new_producer, self.consumer, exactly_once=True, call_timeout=5.0,
-            watchdog=watchdog,
+            self._new_producer, self.consumer, GroupOffsets(self.consumer, watchdog, 5.0),
+            exactly_once=True, call_timeout=5.0, watchdog=watchdog,
         )  # fmt: skip
         self.output = output = Output(
             RecordCollector(self.txn.producer), "out", "dlq", 1_000_000, lambda topic: True

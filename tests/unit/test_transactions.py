@@ -8,6 +8,7 @@ from confluent_kafka import OFFSET_BEGINNING, KafkaError, TopicPartition
 
 from app.engine.transactions import Transactions
 from app.errors import CheckpointAborted, KafkaFatalError, ProducerFenced
+from app.offsets import GroupOffsets
 from tests.unit.fakes import FakeConsumer, FakeProducer, idle_watchdog, kafka_exc
 
 OFFSETS = [TopicPartition("in", 0, 5)]
@@ -29,6 +30,7 @@ class Owner:
         self.txn = Transactions(
             self._new_producer,
             self.consumer,
+            GroupOffsets(self.consumer, idle_watchdog(), call_timeout),
             exactly_once=True,
             call_timeout=call_timeout,
             watchdog=idle_watchdog(),
@@ -200,7 +202,7 @@ def test_committed_asks_again_while_the_group_coordinator_moves() -> None:
         kafka_exc(KafkaError.NOT_COORDINATOR),
         kafka_exc(KafkaError.COORDINATOR_LOAD_IN_PROGRESS),
     ]
-    assert [tp.offset for tp in o.txn.committed([TopicPartition("in", 0)])] == [7]
+    assert [tp.offset for tp in o.txn.offsets.committed([TopicPartition("in", 0)])] == [7]
     assert o.consumer.calls.count("committed") == 3
 
 
@@ -216,11 +218,11 @@ def test_committed_still_unreadable_after_the_call_timeout_is_fatal() -> None:
     o = Owner(call_timeout=0.0)
     o.consumer.fail["committed"] = [kafka_exc(KafkaError.NOT_COORDINATOR)]
     with pytest.raises(KafkaFatalError, match="committed offsets not readable"):
-        o.txn.committed([TopicPartition("in", 0)])
+        o.txn.offsets.committed([TopicPartition("in", 0)])
 
 
 def test_committed_error_no_retry_repairs_is_mapped_not_raw() -> None:
     o = Owner()
     o.consumer.fail["committed"] = [kafka_exc(KafkaError.GROUP_AUTHORIZATION_FAILED)]
     with pytest.raises(KafkaFatalError, match="committed offsets"):
-        o.txn.committed([TopicPartition("in", 0)])
+        o.txn.offsets.committed([TopicPartition("in", 0)])
