@@ -11,9 +11,15 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
 from devkit.kafka import LocalKafka
 from tests.support.kafka import KafkaFixture
+
+# No per-example deadline: a busy machine must not fail a property test (a test's outcome never
+# depends on how fast the machine is).
+settings.register_profile("eos-bridge", deadline=None)
+settings.load_profile("eos-bridge")
 
 
 @pytest.fixture(scope="session")

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any
 
 from confluent_kafka import TopicPartition
 
 from app.engine.transactions import Transactions
 from app.errors import BridgeError, CheckpointAborted
+from app.kafka.ports import ConsumerPort
 from app.ops.metrics import Metrics
 from app.sink.output import Output
 from app.state.backend import StateBackend
@@ -34,7 +34,7 @@ class Checkpoint:
 
     def __init__(
         self,
-        consumer: Any,
+        consumer: ConsumerPort,
         txn: Transactions,
         output: Output,
         state: StateBackend,

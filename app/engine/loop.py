@@ -37,8 +37,11 @@ from app.kafka.errors import (
     describe,
     offsets_unfetched,
 )
+from app.kafka.ports import ConsumerPort, Message
 from app.ops.health import Health
-from app.ops.metrics import LagReport, Metrics
+from app.ops.lag import LagReport
+from app.ops.metrics import Metrics
+from app.ops.progress import ProgressLog
 from app.pipeline.builder import Pipeline
 from app.pipeline.fusion import FusedBatch
 from app.pipeline.record import Failure, Row
@@ -59,7 +62,7 @@ class Bridge:
 
     def __init__(
         self,
-        consumer: Any,
+        consumer: ConsumerPort,
         txn: Transactions,
         output: Output,
         pipeline: Pipeline,
@@ -199,11 +202,11 @@ class Bridge:
         self._close_consumer()
         self._state.close()
 
-    def _next_batch(self) -> list[Any]:
+    def _next_batch(self) -> list[Message]:
         """What is buffered now, up to batch_size; wait up to poll_timeout only when nothing
         is (waiting for a full batch would add latency under light traffic)."""
         consume = self._consumer.consume
-        messages: list[Any] = consume(self._batch_size, 0)
+        messages: list[Message] = consume(self._batch_size, 0)
         if not messages:
             messages = consume(1, self._poll_timeout)
             if messages and self._batch_size > 1:
@@ -224,7 +227,7 @@ class Bridge:
 
     # ---- one batch -------------------------------------------------------------------------
 
-    def _process_bounded(self, messages: list[Any]) -> None:
+    def _process_bounded(self, messages: list[Message]) -> None:
         """Process one batch within what is left of the open transaction's life.
 
         Each phase runs under the watchdog (a hang is reported by name and ends the process
@@ -246,7 +249,7 @@ class Bridge:
         elif elapsed < budget / 16 and self._batch_size < self._max_batch:
             self._batch_size = min(self._max_batch, self._batch_size * 2)
 
-    def _process(self, messages: list[Any], deadline: float) -> None:
+    def _process(self, messages: list[Message], deadline: float) -> None:
         if self._fused is not None and not self._output.refusals.pending:
             with self._phase("the fused pipeline", deadline):
                 done = run_fused(self._output, self._fused, messages)
@@ -271,7 +274,7 @@ class Bridge:
     def _phase(self, what: str, deadline: float) -> Any:
         return self._watchdog.guard(what, deadline - time.monotonic(), "", _TXN_DEADLINE)
 
-    def _decode_batch(self, messages: list[Any]) -> tuple[list[Row], list[Failure]]:
+    def _decode_batch(self, messages: list[Message]) -> tuple[list[Row], list[Failure]]:
         rows: list[Row] = []
         failures: list[Failure] = []
         decode, decode_key = self._decode, self._decode_key
@@ -335,7 +338,7 @@ class Bridge:
         return getattr(self._state, "access", None)
 
 
-def run_fused(output: Output, fused: FusedBatch, messages: list[Any]) -> int:
+def run_fused(output: Output, fused: FusedBatch, messages: list[Message]) -> int:
     """Run a fused pipeline with the one writer's produce hook, to ``output_topic`` unless it
     routes; returns how many messages it handled (the rest take the general path).
 
@@ -350,33 +353,3 @@ def run_fused(output: Output, fused: FusedBatch, messages: list[Any]) -> int:
         raise writer.refusal(topic, exc) from exc
     writer.produced(produced)
     return done
-
-
-class ProgressLog:
-    """One INFO line every ``every`` seconds: what an operator reads first in a stuck pod."""
-
-    def __init__(self, consumer: Any, metrics: Metrics, every: float = 30.0) -> None:
-        self._consumer = consumer
-        self._metrics = metrics
-        self._every = every
-        self._next = time.monotonic() + every
-
-    def maybe_log(self) -> None:
-        if time.monotonic() < self._next:
-            return
-        self._next = time.monotonic() + self._every
-        sample = self._metrics.registry.get_sample_value
-        counts = [
-            int(sample(f"eos_bridge_{name}_total") or 0)
-            for name in (
-                "input_records",
-                "output_records",
-                "produced_dead_letter_records",
-                "checkpoints",
-            )
-        ]
-        log.info(
-            "progress: %d in, %d out, %d dead-lettered, %d checkpoints, %d partitions assigned",
-            *counts,
-            len(self._consumer.assignment()),
-        )

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import Any
 
 from confluent_kafka import TopicPartition
 
 from app.engine.checkpoint import Checkpoint
 from app.engine.transactions import Transactions
 from app.errors import CheckpointAborted, ProducerFenced
+from app.kafka.ports import ConsumerPort, Rebalanced
 from app.ops.health import Health
 from app.ops.metrics import Metrics
 from app.state.backend import StateBackend
@@ -28,7 +28,7 @@ class Rebalancer:
 
     def __init__(
         self,
-        consumer: Any,
+        consumer: ConsumerPort,
         checkpoint: Checkpoint,
         state: StateBackend,
         metrics: Metrics,
@@ -43,19 +43,17 @@ class Rebalancer:
         self._txn = txn
         self._error: BaseException | None = None
 
-    def callbacks(self) -> dict[str, Callable[[Any, list[TopicPartition]], None]]:
+    def callbacks(self) -> dict[str, Rebalanced]:
         return {
             "on_assign": self._guarded(self._on_assign),
             "on_revoke": self._guarded(self._on_revoke),
             "on_lost": self._guarded(self._on_lost),
         }
 
-    def _guarded(
-        self, fn: Callable[[Any, list[TopicPartition]], None]
-    ) -> Callable[[Any, list[TopicPartition]], None]:
+    def _guarded(self, fn: Callable[[ConsumerPort, list[TopicPartition]], None]) -> Rebalanced:
         """Keep exceptions out of librdkafka's callback machinery; the loop re-raises them."""
 
-        def callback(consumer: Any, partitions: list[TopicPartition]) -> None:
+        def callback(consumer: ConsumerPort, partitions: list[TopicPartition]) -> None:
             try:
                 fn(consumer, partitions)
             except Exception as exc:
@@ -86,7 +84,7 @@ class Rebalancer:
             self._metrics.ready.set(1)
             log.info("state recovered for %s; partitions resumed", pending)
 
-    def _on_assign(self, consumer: Any, partitions: list[TopicPartition]) -> None:
+    def _on_assign(self, consumer: ConsumerPort, partitions: list[TopicPartition]) -> None:
         self._metrics.rebalances.labels("assign").inc()
         keys = [(tp.topic, tp.partition) for tp in partitions]
         log.info("assigned %s", keys)
@@ -102,7 +100,7 @@ class Rebalancer:
             self._health.set_ready(True, f"running, {len(partitions)} partitions")
             self._metrics.ready.set(1)
 
-    def _on_revoke(self, consumer: Any, partitions: list[TopicPartition]) -> None:
+    def _on_revoke(self, consumer: ConsumerPort, partitions: list[TopicPartition]) -> None:
         self._metrics.rebalances.labels("revoke").inc()
         keys = [(tp.topic, tp.partition) for tp in partitions]
         log.info("revoked %s: committing what was processed", keys)
@@ -120,7 +118,7 @@ class Rebalancer:
         self._health.set_ready(False, "rebalancing")
         self._metrics.ready.set(0)
 
-    def _on_lost(self, consumer: Any, partitions: list[TopicPartition]) -> None:
+    def _on_lost(self, consumer: ConsumerPort, partitions: list[TopicPartition]) -> None:
         self._metrics.rebalances.labels("lost").inc()
         keys = [(tp.topic, tp.partition) for tp in partitions]
         log.warning("partitions lost %s: aborting uncommitted work", keys)

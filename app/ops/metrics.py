@@ -11,10 +11,8 @@ import contextlib
 import time
 from collections.abc import Iterable
 from importlib.metadata import PackageNotFoundError, version
-from typing import Any
 
 import confluent_kafka
-from confluent_kafka import TopicPartition
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, ProcessCollector
 
 
@@ -117,37 +115,3 @@ class Metrics:
             # KeyError: never reported (revoked before its first update)
             with contextlib.suppress(KeyError):
                 self.lag.remove(topic, str(partition))
-
-
-class LagReport:
-    """Updates the consumer-lag gauge from the consumer's positions and the high watermarks
-    librdkafka cached from its last fetches: no broker round trip, no per-record cost.
-
-    Args:
-        every: seconds between updates when :meth:`maybe_update` is called every batch.
-    """
-
-    def __init__(self, consumer: Any, metrics: Metrics, every: float = 5.0) -> None:
-        self._consumer = consumer
-        self._metrics = metrics
-        self._every = every
-        self._next = 0.0
-
-    def maybe_update(self) -> None:
-        if time.monotonic() >= self._next:
-            self.update()
-
-    def update(self) -> None:
-        """One update now, for every assigned partition whose position and watermark are known."""
-        self._next = time.monotonic() + self._every
-        assignment = self._consumer.assignment()
-        if not assignment:
-            return
-        for tp in self._consumer.position(assignment):
-            if tp.offset < 0:
-                continue  # nothing consumed yet: no position to measure from
-            _low, high = self._consumer.get_watermark_offsets(
-                TopicPartition(tp.topic, tp.partition), cached=True
-            )
-            if high >= 0:
-                self._metrics.lag.labels(tp.topic, str(tp.partition)).set(max(0, high - tp.offset))

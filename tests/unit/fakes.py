@@ -8,11 +8,12 @@ then behaves; so a test states exactly which call fails how, as Kafka Streams'
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
 from app.engine.watchdog import Watchdog
+from app.kafka.ports import ConsumerPort, Message, ProducerPort, Rebalanced
 from app.ops.health import Health
 
 
@@ -43,34 +44,43 @@ class FakeProducer(Scripted):
         self.reported: list[bool] = []  # per produce: asked for its own delivery report
         self.sent_offsets: list[list[tuple[str, int, int]]] = []  # per send_offsets call
 
-    def init_transactions(self, timeout: float) -> None:
+    def init_transactions(self, timeout: float = -1) -> None:
         self._call("init_transactions")
 
     def begin_transaction(self) -> None:
         self._call("begin_transaction")
 
-    def send_offsets_to_transaction(self, offsets: Any, metadata: Any, timeout: float) -> None:
+    def send_offsets_to_transaction(
+        self, positions: list[TopicPartition], group_metadata: Any, timeout: float = -1
+    ) -> None:
         self._call("send_offsets_to_transaction")
-        self.sent_offsets.append([(tp.topic, tp.partition, tp.offset) for tp in offsets])
+        self.sent_offsets.append([(tp.topic, tp.partition, tp.offset) for tp in positions])
 
-    def commit_transaction(self, timeout: float) -> None:
+    def commit_transaction(self, timeout: float = -1) -> None:
         self._call("commit_transaction")
 
-    def abort_transaction(self, timeout: float) -> None:
+    def abort_transaction(self, timeout: float = -1) -> None:
         self._call("abort_transaction")
 
     def produce(
-        self, topic: str, value: Any = None, key: Any = None, *args: Any, **kw: Any
+        self,
+        topic: str,
+        value: str | bytes | None = None,
+        key: str | bytes | None = None,
+        partition: int = -1,
+        callback: Any = None,
+        on_delivery: Any = None,
+        timestamp: int = 0,
+        headers: Any = None,
     ) -> None:
-        kw = {**produce_keywords(args), **kw}
         self._call("produce")
         self.produced.append((topic, value, key))
-        self.reported.append("on_delivery" in kw)
+        self.reported.append((callback or on_delivery) is not None)
 
-    def poll(self, timeout: float = 0) -> int:
+    def poll(self, timeout: float = -1) -> int:
         return 0
 
-    def flush(self, timeout: float = 0) -> int:
+    def flush(self, timeout: float = -1) -> int:
         self._call("flush")
         return 0
 
@@ -146,56 +156,69 @@ class FakeConsumer(Scripted):
     def assignment(self) -> list[TopicPartition]:
         return list(self._assignment)
 
-    def committed(self, tps: list[TopicPartition], timeout: float = 0) -> list[TopicPartition]:
+    def committed(
+        self, partitions: list[TopicPartition], timeout: float = -1
+    ) -> list[TopicPartition]:
         self._call("committed")
         return [
             TopicPartition(
                 tp.topic, tp.partition, self.committed_offsets.get((tp.topic, tp.partition), -1001)
             )
-            for tp in tps
+            for tp in partitions
         ]
 
-    def position(self, tps: list[TopicPartition]) -> list[TopicPartition]:
+    def position(self, partitions: list[TopicPartition]) -> list[TopicPartition]:
         return [
             TopicPartition(
                 tp.topic, tp.partition, self.positions.get((tp.topic, tp.partition), -1001)
             )
-            for tp in tps
+            for tp in partitions
         ]
 
-    def seek(self, tp: TopicPartition) -> None:
+    def seek(self, partition: TopicPartition) -> None:
         self._call("seek")
-        self.seeks.append((tp.topic, tp.partition, tp.offset))
+        self.seeks.append((partition.topic, partition.partition, partition.offset))
 
     def consumer_group_metadata(self) -> str:
         return "group-metadata"
 
-    def commit(self, offsets: Any = None, asynchronous: bool = True) -> None:
+    def commit(self, *, offsets: list[TopicPartition], asynchronous: Literal[False]) -> None:
         self._call("commit")
 
-    def consume(self, num_messages: int = 1, timeout: float = -1) -> list[FakeMessage]:
+    def consume(self, num_messages: int = 1, timeout: float = -1) -> list[Any]:
         if self.batches:
             return self.batches.pop(0)
         if self.on_empty is not None:
             self.on_empty()
         return []
 
-    def subscribe(self, topics: list[str], **callbacks: Any) -> None:
-        self.callbacks = callbacks
+    def subscribe(
+        self,
+        topics: list[str],
+        on_assign: Rebalanced | None = None,
+        on_revoke: Rebalanced | None = None,
+        on_lost: Rebalanced | None = None,
+    ) -> None:
+        self.callbacks = {"on_assign": on_assign, "on_revoke": on_revoke, "on_lost": on_lost}
 
-    def assign(self, tps: list[TopicPartition]) -> None:
+    def assign(self, partitions: list[TopicPartition]) -> None:
         self._call("assign")
-        self.assigned = [(tp.topic, tp.partition, tp.offset) for tp in tps]
-        self._assignment = [TopicPartition(tp.topic, tp.partition) for tp in tps]
+        self.assigned = [(tp.topic, tp.partition, tp.offset) for tp in partitions]
+        self._assignment = [TopicPartition(tp.topic, tp.partition) for tp in partitions]
 
-    def pause(self, tps: list[TopicPartition]) -> None:
-        self.paused += [(tp.topic, tp.partition) for tp in tps]
+    def pause(self, partitions: list[TopicPartition]) -> None:
+        self.paused += [(tp.topic, tp.partition) for tp in partitions]
 
-    def resume(self, tps: list[TopicPartition]) -> None:
-        self.resumed += [(tp.topic, tp.partition) for tp in tps]
+    def resume(self, partitions: list[TopicPartition]) -> None:
+        self.resumed += [(tp.topic, tp.partition) for tp in partitions]
 
-    def get_watermark_offsets(self, tp: TopicPartition, cached: bool = False) -> tuple[int, int]:
+    def get_watermark_offsets(
+        self, partition: TopicPartition, timeout: float = -1, cached: bool = False
+    ) -> tuple[int, int]:
         return (0, -1)
+
+    def list_topics(self, topic: str | None = None, timeout: float = -1) -> Any:
+        return None
 
     def close(self) -> None:
         self._call("close")
@@ -208,3 +231,12 @@ def _key(tp: TopicPartition) -> tuple[str, int]:
 def idle_watchdog() -> Watchdog:
     """A watchdog whose thread is not started: guards are recorded, never enforced."""
     return Watchdog(Health(stale_after=30.0))
+
+
+if TYPE_CHECKING:  # mypy (make lint) checks the fakes against the ports the core declares
+
+    def _typed(c: FakeConsumer, p: FakeProducer, m: FakeMessage) -> None:
+        consumer: ConsumerPort = c
+        producer: ProducerPort = p
+        message: Message = m
+        del consumer, producer, message

@@ -14,8 +14,9 @@ import confluent_kafka
 import pytest
 from confluent_kafka import Producer, TopicPartition
 
+from app.ops.lag import LagReport
 from app.ops.logs import LIBRDKAFKA_LOGGER, JsonFormatter, librdkafka_logging
-from app.ops.metrics import LagReport, Metrics
+from app.ops.metrics import Metrics
 from tests.unit.fakes import FakeConsumer
 from tests.unit.test_checkpoint_and_rebalance import Rig
 
