@@ -21,6 +21,8 @@
     │                              at once (app.sink.output); elsewhere the transaction aborts
     ├── PartitionsMigrated         partitions were lost while we held uncommitted work:
     │                              abort, drop their state, rewind the rest, rejoin
+    ├── OffsetsUnfetched           the consumer cannot fetch its committed offsets (librdkafka
+    │                              #5586): abort, re-assign at the committed offsets
     ├── StateCorrupted             local state unusable: wipe that partition's store and
     │                              restore it from the changelog, continue
     ├── RecoveryError              changelog recovery could not complete              exit 3
@@ -35,7 +37,7 @@
 
 Kafka errors become these classes in one place, :func:`app.kafka.errors.classify` (by error
 code and librdkafka's flags, never by message text); the loop reacts to them in one place,
-:meth:`app.engine.loop.Bridge.run`. A blocking client call that overruns its deadline is not an
+:class:`app.engine.ladder.Ladder`. A blocking client call that overruns its deadline is not an
 exception: the watchdog (:mod:`app.engine.watchdog`) logs it and leaves with exit 3.
 
 Messages name the setting, topic/partition/offset and what to do.
@@ -99,7 +101,21 @@ class RecordTooLarge(CheckpointAborted):
 
 
 class PartitionsMigrated(BridgeError):
-    """Partitions were revoked or lost while uncommitted work existed for them."""
+    """Partitions were revoked or lost while uncommitted work existed for them.
+
+    Args:
+        message: which partitions, and how they went.
+        reason: the ``reason`` label of ``eos_bridge_transaction_aborts_total``.
+    """
+
+    def __init__(self, message: str, reason: str = "partitions_migrated") -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
+class OffsetsUnfetched(BridgeError):
+    """librdkafka could not fetch the committed offsets of a new assignment and will not ask
+    again (librdkafka #5586): abort, then assign the partitions at their committed offsets."""
 
 
 class StateCorrupted(BridgeError):

@@ -1,205 +1,49 @@
-"""Wiring: settings → clients, pipeline, state, checkpoint → :class:`app.engine.loop.Bridge`.
-
-Also the start-up checks (broker reachable, topics exist) and the exit codes:
+"""Process life: the HTTP endpoints, signals, the watchdog, and the exit codes:
 0 clean stop, 2 configuration, 3 fatal Kafka error (or a Kafka call stuck past its deadline,
 see app.engine.watchdog), 4 record failure with on_error=fail, 5 another live instance uses this
-instance_id.
+instance_id. What is built comes from :func:`app.engine.wiring.build`.
 """
 
 from __future__ import annotations
 
 import logging
 import signal
+from http.server import ThreadingHTTPServer
 from types import FrameType
 
-from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, KafkaException, Producer
-from confluent_kafka.admin import AdminClient, ConfigResource
+from confluent_kafka import KafkaException
 
-from app import serde
 from app.config import BridgeSettings
-from app.engine.checkpoint import Checkpoint
 from app.engine.loop import Bridge
-from app.engine.transactions import Transactions
 from app.engine.watchdog import Watchdog
+from app.engine.wiring import build
 from app.errors import BridgeError, ConfigError, InstanceFenced, KafkaFatalError, RecordError
-from app.kafka.access import check_acls, connect, transactional_access_error
-from app.kafka.admin import require_topics
-from app.kafka.catalog import TopicCatalog
-from app.kafka.defaults import consumer_config, producer_config
 from app.kafka.errors import describe
-from app.offsets import GroupOffsets
 from app.ops.health import Health, serve
-from app.ops.logs import librdkafka_logging
 from app.ops.metrics import Metrics
-from app.pipeline.builder import Pipeline, load_pipeline
-from app.pipeline.spec import load_spec
-from app.sink.collector import RecordCollector
-from app.sink.deadletters import DeadLetters
-from app.sink.output import Output
-from app.state import NoState, StateBackend, make_backend
 
 log = logging.getLogger(__name__)
 
 EXIT_OK, EXIT_CONFIG, EXIT_FATAL, EXIT_RECORD, EXIT_FENCED = 0, 2, 3, 4, 5
-# An open transaction may live this fraction of transaction.timeout.ms (app.engine.checkpoint).
-_TXN_AGE_FRACTION = 0.6
-_LIBRDKAFKA_BATCH_SIZE = 1_000_000  # librdkafka's default batch.size
 
 
-def build_pipeline(settings: BridgeSettings) -> Pipeline:
-    if settings.pipeline:
-        return load_pipeline(settings.pipeline)
-    if settings.pipeline_spec:
-        return load_spec(settings.pipeline_spec)
-    return Pipeline()  # passthrough
+class _Stop:
+    """SIGTERM/SIGINT stop the bridge cleanly, also while it is being built (a rollout can stop
+    a pod that is still starting): the build finishes, nothing is consumed."""
 
+    def __init__(self) -> None:
+        self.requested = False
+        self.bridge: Bridge | None = None
 
-def preflight(settings: BridgeSettings) -> tuple[set[str], int | None]:
-    """Check the broker answers (TLS and credentials included), the topics exist and the
-    principal may read and write them (app.kafka.access: one line per problem, at once).
+    def __call__(self, signum: int, _frame: FrameType | None) -> None:
+        log.info("received %s: stopping after the current batch", signal.Signals(signum).name)
+        self.requested = True
+        if self.bridge is not None:
+            self.bridge.stopping = True
 
-    Returns:
-        every topic name there is, and the smallest ``max.message.bytes`` of the topics the
-        bridge writes (None when unknown).
-    """
-    conf = {
-        "bootstrap.servers": settings.bootstrap_servers,
-        **settings.client_common(),
-        **librdkafka_logging(reported_elsewhere=True),
-    }
-    admin, existing = connect(conf, settings.startup_timeout)
-    wanted = wanted_topics(settings)
-    read = [w for w in wanted if w[0] == "input_topics"]
-    written = [w for w in wanted if w[0] != "input_topics"]
-    check_acls(
-        admin, conf, read_topics=read, write_topics=written, group=settings.group_id,
-        timeout=settings.startup_timeout, existing=existing,
-    )  # fmt: skip
-    require_topics(settings, wanted, settings.startup_timeout, existing)
-    return existing, _batch_limit(admin, [t for _, t in written], settings.startup_timeout)
-
-
-def wanted_topics(settings: BridgeSettings) -> list[tuple[str, str]]:
-    """``(setting, topic)`` for every topic the bridge needs to exist before it starts."""
-    wanted = [("input_topics", t) for t in settings.input_topics]
-    wanted += [("output_topic", settings.output_topic)]
-    if settings.on_error == "dlq":
-        wanted += [("dlq_topic", settings.dead_letter_topic)]
-    return wanted
-
-
-def _batch_limit(admin: AdminClient, topics: list[str], timeout: float) -> int | None:
-    """The smallest ``max.message.bytes`` (the broker's limit per record *batch*) of ``topics``.
-
-    A produce batch larger than it is refused whole, with every record in it, inside the
-    transaction; so the producer's ``batch.size`` must not exceed it (then only a record that
-    alone is too large is refused, and app.sink.refusals dead-letters it).
-    """
-    limits = []
-    for topic in topics:
-        resource = ConfigResource(ConfigResource.Type.TOPIC, topic)
-        try:
-            configs = admin.describe_configs([resource])[resource].result(timeout)
-            limits.append(int(configs["max.message.bytes"].value))
-        except (KafkaException, KeyError, ValueError, TimeoutError) as exc:  # no ACL: skip
-            log.info("cannot read max.message.bytes of %s (%s)", topic, describe(exc))
-    return min(limits) if limits else None
-
-
-def make_state(settings: BridgeSettings, pipeline: Pipeline) -> StateBackend:
-    if not pipeline.stateful:
-        return NoState()
-    return make_backend(settings, pipeline)
-
-
-def build(settings: BridgeSettings, metrics: Metrics, health: Health, watchdog: Watchdog) -> Bridge:
-    """Construct every collaborator; nothing is consumed until :meth:`Bridge.run`."""
-    pipeline = build_pipeline(settings)
-    topics, batch_limit = preflight(settings)
-    common = {**settings.client_common(), **librdkafka_logging()}
-    consumer = Consumer(
-        consumer_config(
-            settings.bootstrap_servers, settings.group_id,
-            settings.instance_id if settings.static_membership else None, common,
-            dict(settings.consumer),
-        )
-    )  # fmt: skip
-    collector_holder: dict[str, RecordCollector] = {}
-    pconf = producer_config(
-        settings.bootstrap_servers,
-        settings.transactional_id if settings.exactly_once else None,
-        settings.transaction_timeout_ms,
-        errors_only_reports=not pipeline.stateful,
-        common=common,
-        extra=dict(settings.producer),
-    )
-    if batch_limit is not None and "batch.size" not in settings.producer:
-        # Record-batch overhead (61 bytes) + headroom: a full batch always fits the topic.
-        pconf["batch.size"] = min(_LIBRDKAFKA_BATCH_SIZE, max(1, batch_limit - 512))
-    # Exactly-once with state: success reports stay on (the changelog writer reads its offsets
-    # from them) but without a Python call per record: a record that fails delivery makes
-    # commit_transaction fail with an abortable error naming its topic, partition and broker
-    # error (tests/integration/test_localkafka.py pins that contract).
-    if not (pipeline.stateful and settings.exactly_once):
-        pconf["on_delivery"] = lambda err, msg: collector_holder["c"].on_delivery(err, msg)
-    txn = Transactions(
-        lambda: Producer(pconf),
-        consumer,
-        GroupOffsets(consumer, watchdog, settings.call_timeout),
-        exactly_once=settings.exactly_once,
-        call_timeout=settings.call_timeout,
-        watchdog=watchdog,
-        reset_offset=OFFSET_END if _starts_from_end(settings) else OFFSET_BEGINNING,
-        where=f"transaction coordinator of {settings.transactional_id!r}",
-    )
-    collector = collector_holder["c"] = RecordCollector(txn.producer, metrics)
-    formats = serde.formats(
-        settings.input_format, settings.output_format,
-        settings.input_key_format, settings.output_key_format,
-    )  # fmt: skip
-    output = Output(
-        collector,
-        settings.output_topic,
-        settings.dead_letter_topic,
-        settings.max_output_bytes,
-        TopicCatalog(consumer.list_topics, topics),
-        client_max_bytes=int(pconf.get("message.max.bytes", 1_000_000)),
-        dead_letters=DeadLetters(
-            metrics, health, settings.max_dead_letter_ratio, settings.dead_letter_ratio_window
-        ),
-        value_codec=formats.value_out,
-        key_codec=formats.key_out,
-    )
-    try:
-        txn.init()
-    except KafkaFatalError as exc:
-        refused = transactional_access_error(exc, common, settings.transactional_id)
-        if refused is not None:
-            raise refused from None
-        raise
-    state = make_state(settings, pipeline)
-    checkpoint = Checkpoint(
-        consumer, txn, output, state, metrics,
-        interval=settings.commit_interval,
-        every=settings.commit_every,
-        flush_timeout=settings.transaction_timeout_ms / 1000 / 2,
-        max_age=settings.transaction_timeout_ms / 1000 * _TXN_AGE_FRACTION,
-        fault_abort_every=settings.fault_abort_every,
-    )  # fmt: skip
-    return Bridge(
-        consumer, txn, output, pipeline, state, checkpoint, metrics, health, watchdog,
-        topics=settings.input_topics,
-        instance_id=settings.instance_id,
-        batch_size=settings.batch_size,
-        poll_timeout=settings.poll_timeout,
-        retries=settings.record_retries,
-        dead_letter=settings.on_error == "dlq",
-        formats=formats,
-    )  # fmt: skip
-
-
-def _starts_from_end(settings: BridgeSettings) -> bool:
-    return str(settings.consumer.get("auto.offset.reset", "earliest")) == "latest"
+    def hand_to(self, bridge: Bridge) -> None:
+        self.bridge = bridge
+        bridge.stopping = self.requested
 
 
 def run(settings: BridgeSettings) -> int:
@@ -207,11 +51,7 @@ def run(settings: BridgeSettings) -> int:
     metrics = Metrics()
     health = Health(stale_after=max(30.0, 5 * settings.commit_interval))
     try:
-        server = (
-            serve(settings.http_host, settings.http_port, health, metrics)
-            if settings.http_port
-            else None
-        )
+        server = _serve(settings, health, metrics)
     except OSError as exc:  # typically EADDRINUSE: another process holds the port
         log.error(
             "http_port (BRIDGE_HTTP_PORT): cannot listen on %s:%d: %s; choose a free port "
@@ -221,63 +61,69 @@ def run(settings: BridgeSettings) -> int:
         return EXIT_CONFIG
     log.info("starting eos-bridge: %s", {k: v for k, v in settings.masked().items() if v})
     watchdog = Watchdog(health, stale_after=health.stale_after).start()
-    # From here on SIGTERM/SIGINT stop the bridge cleanly, also while it is being built (a
-    # rollout can stop a pod that is still starting): the build finishes, nothing is consumed.
-    built: list[Bridge] = []
-    stop_requested: list[str] = []
-
-    def stop(signum: int, _frame: FrameType | None) -> None:
-        log.info("received %s: stopping after the current batch", signal.Signals(signum).name)
-        stop_requested.append(signal.Signals(signum).name)
-        for bridge in built:
-            bridge.stopping = True
-
+    stop = _Stop()
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
     watchdog.watch_signals(settings.shutdown_timeout)
     try:
-        bridge = build(settings, metrics, health, watchdog)
+        built = _build(settings, metrics, health, watchdog)
+        if isinstance(built, int):
+            return built
+        stop.hand_to(built)
+        return _run(built)
+    finally:
+        watchdog.stop()
+        if server is not None:
+            server.shutdown()
+
+
+def _serve(
+    settings: BridgeSettings, health: Health, metrics: Metrics
+) -> ThreadingHTTPServer | None:
+    if not settings.http_port:
+        return None
+    return serve(settings.http_host, settings.http_port, health, metrics)
+
+
+def _build(
+    settings: BridgeSettings, metrics: Metrics, health: Health, watchdog: Watchdog
+) -> Bridge | int:
+    """The bridge, or the exit code after one line saying why it cannot start."""
+    try:
+        return build(settings, metrics, health, watchdog)
     except ConfigError as exc:
         log.error("%s", exc)
         return EXIT_CONFIG
     except KafkaFatalError as exc:
         log.error("cannot start: %s", exc)
-        return EXIT_FATAL
     except KafkaException as exc:  # a start-up request a faulty cluster refused unmapped
-        log.error(
-            "cannot start: %s; exiting so Kubernetes restarts the instance", describe(exc)
-        )  # fmt: skip
-        return EXIT_FATAL
+        log.error("cannot start: %s; exiting so Kubernetes restarts the instance", describe(exc))
     except TimeoutError as exc:  # an admin request the broker never answered (a busy broker)
         log.error(
             "cannot start: Kafka did not answer a start-up request within startup_timeout="
             "%.0fs%s; exiting so Kubernetes restarts the instance",
             settings.startup_timeout, f" ({exc})" if str(exc) else "",
         )  # fmt: skip
-        return EXIT_FATAL
-    built.append(bridge)
-    bridge.stopping = bool(stop_requested)
+    return EXIT_FATAL
+
+
+def _run(bridge: Bridge) -> int:
+    """Run the built bridge; every way it can end, as an exit code."""
     try:
         bridge.run()
         log.info("stopped cleanly")
         return EXIT_OK
     except RecordError as exc:
         log.error("stopping: %s", exc)
-        bridge.close_after_failure()
-        return EXIT_RECORD
+        code = EXIT_RECORD
     except InstanceFenced as exc:
         log.error("fenced: %s", exc)
-        bridge.close_after_failure()
-        return EXIT_FENCED
+        code = EXIT_FENCED
     except BridgeError as exc:
         log.error("fatal: %s; exiting so Kubernetes restarts the instance", exc)
-        bridge.close_after_failure()
-        return EXIT_FATAL
+        code = EXIT_FATAL
     except KafkaException as exc:  # a client call nobody mapped, raised while reacting
         log.error("fatal: %s; exiting so Kubernetes restarts the instance", describe(exc))
-        bridge.close_after_failure()
-        return EXIT_FATAL
-    finally:
-        watchdog.stop()
-        if server is not None:
-            server.shutdown()
+        code = EXIT_FATAL
+    bridge.close_after_failure()
+    return code

@@ -47,8 +47,8 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def cmd_check_config(args: argparse.Namespace) -> int:
     """Validate the settings, compile the pipeline and optionally check the topics exist."""
+    from app.engine.wiring import build_pipeline, wanted_topics
     from app.kafka.admin import require_topics
-    from app.runner import build_pipeline, wanted_topics
 
     settings = _settings(args)
     pipeline = build_pipeline(settings)

@@ -11,28 +11,26 @@ from __future__ import annotations
 
 import logging
 import time
+from dataclasses import dataclass
 from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException
 
 from app.engine.checkpoint import Checkpoint
+from app.engine.ladder import Ladder
 from app.engine.rebalance import Rebalancer
 from app.engine.transactions import Transactions
 from app.engine.watchdog import Watchdog
 from app.errors import (
     BridgeError,
-    CheckpointAborted,
     DeserializationError,
     InstanceFenced,
     KafkaFatalError,
-    PartitionsMigrated,
-    ProducerFenced,
+    OffsetsUnfetched,
     RecordError,
-    StateCorrupted,
 )
 from app.kafka.errors import (
     Reaction,
-    bridge_error,
     classify_consumer,
     describe,
     offsets_unfetched,
@@ -57,6 +55,18 @@ _TXN_DEADLINE = "the open transaction would reach transaction.timeout.ms"
 _CLOSE_DEADLINE_S = 60.0
 
 
+@dataclass(slots=True, frozen=True)
+class LoopSettings:
+    """What the loop itself reads of the settings."""
+
+    topics: list[str]
+    instance_id: str
+    batch_size: int
+    poll_timeout: float
+    retries: int
+    dead_letter: bool
+
+
 class Bridge:
     """One bridge process: the consumer, the pipeline, the output and the checkpoint."""
 
@@ -68,16 +78,12 @@ class Bridge:
         pipeline: Pipeline,
         state: StateBackend,
         checkpoint: Checkpoint,
+        rebalancer: Rebalancer,
+        ladder: Ladder,
         metrics: Metrics,
         health: Health,
         watchdog: Watchdog,
-        *,
-        topics: list[str],
-        instance_id: str,
-        batch_size: int,
-        poll_timeout: float,
-        retries: int,
-        dead_letter: bool,
+        loop: LoopSettings,
         formats: Formats | None = None,
     ) -> None:
         self._consumer = consumer
@@ -89,26 +95,22 @@ class Bridge:
         self._metrics = metrics
         self._health = health
         self._watchdog = watchdog
-        self._topics = topics
-        self._instance_id = instance_id
-        self._max_batch = self._batch_size = batch_size
-        self._poll_timeout = poll_timeout
-        self._retries = retries
-        self._dead_letter = dead_letter
+        self._topics = loop.topics
+        self._instance_id = loop.instance_id
+        self._max_batch = self._batch_size = loop.batch_size
+        self._poll_timeout = loop.poll_timeout
+        self._retries = loop.retries
+        self._dead_letter = loop.dead_letter
         formats = formats or default_formats()
         # A pipeline whose first step ignores the value (count by key) does not decode it.
         reads = reads_value(pipeline.steps)
         self._decode = formats.value_in.decode if reads and formats.value_in.structured else None
         self._decode_key = None if formats.key_in.name == "bytes" else formats.key_in.decode
-        # An abort drops all uncommitted work: state cache, latched delivery errors, the count.
-        for discard in (state.discard, output.reset, checkpoint.abandon):
-            txn.on_abort(discard)
-        txn.on_new_producer(output.collector.rebind)
-        self._rebalancer = Rebalancer(consumer, checkpoint, state, metrics, health, txn)
+        self._rebalancer = rebalancer
+        self._ladder = ladder
         self._progress = ProgressLog(consumer, metrics)
         self._lag = LagReport(consumer, metrics)
         self.stopping = False
-        self._offsets_unfetched = False  # librdkafka #5586: see Rebalancer.reassign_at_committed
         # Pipelines of filters and dict maps, or a count alone, run fused (one pass, no Row
         # objects); a batch with anything unusual falls back to the steps (see
         # app.pipeline.steps.fuse).
@@ -132,38 +134,9 @@ class Bridge:
             self._health.beat()
             try:
                 self._run_once()
-            except KafkaException as exc:  # raised by a client call nobody mapped (flush, ...)
-                self._react(bridge_error("producer", exc))
-            except BridgeError as exc:
-                self._react(exc)
+            except (BridgeError, KafkaException) as exc:
+                self._ladder.react(exc)
         self.shutdown()
-
-    def _react(self, exc: BridgeError) -> None:
-        """The ladder: one reaction per class of :mod:`app.errors`; the rest ends the run."""
-        if isinstance(exc, CheckpointAborted) and self._output.refusals.refused_in_txn:
-            # The broker refused a record: it goes to the DLQ on replay (app.sink.refusals). After
-            # a refusal librdkafka's idempotence state needs a new epoch ("skipped sequence
-            # numbers" otherwise), so a fresh producer takes over rather than an abort.
-            self._metrics.aborts.labels("record_refused").inc()
-            self._txn.recreate(str(exc), counted=False)
-        elif isinstance(exc, CheckpointAborted):
-            if exc.reason == "commit_failed":  # maybe a refused record nobody reported
-                self._output.refusals.diagnose_replay()
-            self._abort(str(exc), exc.reason)
-        elif isinstance(exc, ProducerFenced):
-            self._metrics.aborts.labels("producer_recreated").inc()
-            self._txn.recreate(str(exc))
-        elif isinstance(exc, PartitionsMigrated):
-            # Whatever we did for partitions no longer ours is dropped with the whole
-            # transaction; the rest is rewound and the rebalance delivers the new set.
-            self._abort(str(exc), "partitions_migrated")
-        elif isinstance(exc, StateCorrupted) and exc.partitions:
-            self._abort(str(exc), "state_corrupted")
-            self._rebalancer.restore_again(exc.partitions)
-        elif isinstance(exc, StateCorrupted):
-            raise KafkaFatalError(f"local state corrupted: {exc}") from exc
-        else:
-            raise exc
 
     def _run_once(self) -> None:
         if self._state.pending_recovery():
@@ -172,11 +145,6 @@ class Bridge:
         self._rebalancer.raise_pending()
         if messages:
             self._process_bounded(messages)
-        if self._offsets_unfetched:
-            self._offsets_unfetched = False
-            self._metrics.aborts.labels("offsets_unfetched").inc()
-            self._txn.abort("the consumer could not fetch its committed offsets", rewind=False)
-            self._rebalancer.reassign_at_committed()
         if self._checkpoint.due():
             self._checkpoint.commit()
             self._lag.update()  # at the committed positions: what a group-lag tool shows
@@ -184,20 +152,13 @@ class Bridge:
             self._lag.maybe_update()  # between checkpoints, every few seconds
         self._progress.maybe_log()
 
-    def _abort(self, reason: str, label: str) -> None:
-        self._metrics.aborts.labels(label).inc()
-        self._txn.abort(reason)
-
     def shutdown(self) -> None:
         """Final checkpoint, then leave the group (its revoke callback has nothing to do)."""
         log.info("shutting down: final checkpoint")
         try:
             self._checkpoint.commit()
-        except (CheckpointAborted, ProducerFenced, KafkaException) as exc:
-            log.warning(
-                "final checkpoint aborted (%s): what was processed since the last commit is "
-                "replayed by the next owner of these partitions", describe(exc)
-            )  # fmt: skip
+        except (BridgeError, KafkaException) as exc:
+            self._ladder.react_at_close(exc)
         self._txn.abort_quietly()  # the empty transaction opened by the last checkpoint
         self._close_consumer()
         self._state.close()
@@ -329,9 +290,7 @@ class Bridge:
         if reaction is Reaction.FATAL:
             raise KafkaFatalError(f"consumer: {describe(err)}")
         if offsets_unfetched(err):  # librdkafka does not retry this one (#5586)
-            self._offsets_unfetched = True
-            log.warning("consumer error: %s; re-assigning at the committed offsets", describe(err))
-            return
+            raise OffsetsUnfetched(f"consumer: {describe(err)}")
         log.warning("consumer error (librdkafka retries): %s", describe(err))
 
     def _state_access(self) -> Any:

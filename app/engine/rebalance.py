@@ -2,7 +2,7 @@
 
 The callbacks run inside ``consumer.consume()``; they only commit or record. State recovery
 runs from the main loop (:meth:`Rebalancer.recover`), never inside a callback. Aborts go
-through the transaction owner (:class:`app.engine.transactions.Transactions`), like the loop's.
+through the reaction ladder (:class:`app.engine.ladder.Ladder`), like the loop's.
 """
 
 from __future__ import annotations
@@ -13,9 +13,10 @@ from collections.abc import Callable
 from confluent_kafka import TopicPartition
 
 from app.engine.checkpoint import Checkpoint
-from app.engine.transactions import Transactions
-from app.errors import CheckpointAborted, ProducerFenced
+from app.engine.ladder import Ladder
+from app.errors import CheckpointAborted, PartitionsMigrated, ProducerFenced
 from app.kafka.ports import ConsumerPort, Rebalanced
+from app.offsets import OffsetStore
 from app.ops.health import Health
 from app.ops.metrics import Metrics
 from app.state.backend import StateBackend
@@ -33,14 +34,16 @@ class Rebalancer:
         state: StateBackend,
         metrics: Metrics,
         health: Health,
-        txn: Transactions,
+        offsets: OffsetStore,
+        ladder: Ladder,
     ) -> None:
         self._consumer = consumer
         self._checkpoint = checkpoint
         self._state = state
         self._metrics = metrics
         self._health = health
-        self._txn = txn
+        self._offsets = offsets
+        self._ladder = ladder
         self._error: BaseException | None = None
 
     def callbacks(self) -> dict[str, Rebalanced]:
@@ -72,7 +75,7 @@ class Rebalancer:
         """Restore pending partitions for up to ``budget_s``; resume them when done."""
         pending = self._state.pending_recovery()
         tps = [TopicPartition(t, p) for t, p in pending]
-        committed = {(tp.topic, tp.partition): tp.offset for tp in self._txn.offsets.committed(tps)}
+        committed = {(tp.topic, tp.partition): tp.offset for tp in self._offsets.committed(tps)}
         done = self._state.recover(committed, budget_s)
         self._metrics.recovery_remaining.clear()  # finished restores drop out of progress()
         for task in self._state.progress():
@@ -106,12 +109,8 @@ class Rebalancer:
         log.info("revoked %s: committing what was processed", keys)
         try:
             self._checkpoint.commit()
-        except CheckpointAborted as exc:  # the partitions go: nothing to rewind
-            self._metrics.aborts.labels(exc.reason).inc()
-            self._txn.abort(str(exc), rewind=False)
-        except ProducerFenced as exc:
-            self._metrics.aborts.labels("producer_recreated").inc()
-            self._txn.recreate(str(exc), rewind=False)
+        except (CheckpointAborted, ProducerFenced) as exc:  # the partitions go: no rewind
+            self._ladder.react(exc, rewind=False)
         self._state.revoke(keys)
         self._checkpoint.forget(keys)
         self._metrics.forget_partitions(keys)
@@ -122,45 +121,10 @@ class Rebalancer:
         self._metrics.rebalances.labels("lost").inc()
         keys = [(tp.topic, tp.partition) for tp in partitions]
         log.warning("partitions lost %s: aborting uncommitted work", keys)
-        self._metrics.aborts.labels("partitions_lost").inc()
-        self._txn.abort(f"partitions lost: {keys}", rewind=False)
+        lost = PartitionsMigrated(f"partitions lost: {keys}", reason="partitions_lost")
+        self._ladder.react(lost, rewind=False)
         self._state.lost(keys)
         self._checkpoint.forget(keys)
         self._metrics.forget_partitions(keys)
         self._health.set_ready(False, "partitions lost, rejoining")
-        self._metrics.ready.set(0)
-
-    def reassign_at_committed(self) -> None:
-        """Assign the current partitions again, each at its committed offset.
-
-        librdkafka issue #5586 (open): when the OffsetFetch that follows an assignment fails
-        with a request-level ``NOT_COORDINATOR`` (the group coordinator just moved), the
-        partitions wait for their committed offsets forever: no fetch, no retry, no error
-        after the first. An ``assign()`` with explicit offsets starts them. The caller aborted
-        the open transaction first, so every partition restarts from what is committed.
-        """
-        assignment = self._consumer.assignment()
-        if not assignment:
-            return
-        reset = self._txn.reset_offset
-        targets = [
-            TopicPartition(tp.topic, tp.partition, tp.offset if tp.offset >= 0 else reset)
-            for tp in self._txn.offsets.committed(assignment)
-        ]
-        self._consumer.assign(targets)
-        pending = self._state.pending_recovery()
-        if pending:  # still restoring: stays paused until recover() resumes it
-            self._consumer.pause([TopicPartition(t, p) for t, p in pending])
-        log.warning(
-            "re-assigned %s at their committed offsets (librdkafka could not fetch them)",
-            [(tp.topic, tp.partition, tp.offset) for tp in targets],
-        )
-
-    def restore_again(self, partitions: list[tuple[str, int]]) -> None:
-        """State corrupted: wipe these partitions' stores, restore them from the changelog
-        (paused meanwhile; :meth:`recover` resumes them)."""
-        log.warning("wiping the state of %s; restoring it from the changelog", partitions)
-        self._state.wipe(partitions)
-        self._consumer.pause([TopicPartition(t, p) for t, p in partitions])
-        self._health.set_ready(False, f"restoring the state of {len(partitions)} partitions")
         self._metrics.ready.set(0)

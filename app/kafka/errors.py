@@ -1,9 +1,10 @@
 """The one classifier of Kafka errors: what the bridge does about each (see app.errors).
 
 By error code and librdkafka's flags (``fatal``, ``retriable``, ``txn_requires_abort``), never by
-message text. Modelled on Kafka Streams: ``StreamsProducer.isRecoverable`` (fenced / unknown
-producer → a new producer, not an exit), ``RecordCollectorImpl`` (a refused record is the
-record's problem, not the process's) and ``StreamThread.runLoop`` (one ladder of reactions).
+message text, with one exception that says why: :func:`offsets_unfetched`. Modelled on Kafka
+Streams: ``StreamsProducer.isRecoverable`` (fenced / unknown producer → a new producer, not an
+exit) and ``RecordCollectorImpl`` (a refused record is the record's problem, not the
+process's); the reactions themselves are :class:`app.engine.ladder.Ladder`'s.
 """
 
 from __future__ import annotations
@@ -146,7 +147,15 @@ def classify_consumer(err: KafkaError) -> Reaction:
 
 def offsets_unfetched(err: KafkaError) -> bool:
     """The consumer's OffsetFetch for its new assignment failed as a whole, which librdkafka
-    does not retry (issue #5586): its partitions would never be fetched."""
+    does not retry (issue #5586): its partitions would never be fetched.
+
+    The one text match of this module, on purpose: librdkafka reports this failure with the
+    request's own error code (``NOT_COORDINATOR``, ``COORDINATOR_LOAD_IN_PROGRESS``...), the
+    same codes as consumer errors it does retry, and with no flag; only the text its group
+    coordinator code writes ("Failed to fetch committed offsets") tells them apart. A
+    librdkafka that rewords it makes this return False: the bridge then waits for the
+    watchdog's stale-progress exit instead of re-assigning at once (nothing is lost).
+    """
     return "Failed to fetch committed offsets" in err.str()
 
 

@@ -44,12 +44,15 @@ class RecordCollector:
     """Produces every record into the open transaction of ``producer``.
 
     Args:
-        producer: the transactional producer (replaced by :meth:`rebind`).
+        producer: the transactional producer (replaced by :meth:`rebind`; none yet when the
+            producer's own delivery callback is this collector's).
         metrics: where output records and dead letters are counted (None in some tests).
     """
 
-    def __init__(self, producer: ProducerPort, metrics: Metrics | None = None) -> None:
-        self._producer = producer
+    def __init__(
+        self, producer: ProducerPort | None = None, metrics: Metrics | None = None
+    ) -> None:
+        self._producer: ProducerPort = producer or _Unbound()
         self._metrics = metrics
         self._latch = _Latch()
         self._out = 0  # output records produced since the last end_batch()
@@ -228,6 +231,13 @@ class RecordCollector:
         self._latch = _Latch()
         self._out = 0
         self.refusals.reset()
+
+
+class _Unbound:
+    """The producer before :meth:`RecordCollector.rebind`: any use is a wiring mistake."""
+
+    def __getattr__(self, name: str) -> Any:
+        raise RuntimeError(f"RecordCollector: {name}() before a producer was bound")
 
 
 def _too_large_for_client(exc: BaseException | None) -> bool:

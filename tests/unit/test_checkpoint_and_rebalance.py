@@ -8,12 +8,15 @@ import pytest
 from confluent_kafka import KafkaError, TopicPartition
 
 from app.engine.checkpoint import Checkpoint
+from app.engine.ladder import Ladder
 from app.engine.rebalance import Rebalancer
+from app.engine.repair import PartitionRepair
 from app.engine.transactions import Transactions
 from app.errors import CheckpointAborted
 from app.offsets import GroupOffsets
 from app.ops.health import Health
 from app.ops.metrics import Metrics
+from app.sink.refusals import Refusals
 from app.state.backend import NoState
 from tests.unit.fakes import FakeConsumer, FakeProducer, idle_watchdog, kafka_exc
 
@@ -80,9 +83,14 @@ class Rig:
             interval=interval, every=0, flush_timeout=5.0, max_age=max_age,
             fault_abort_every=fault_abort_every,
         )  # fmt: skip
+        health = Health(30.0)
+        state: Any = self.state
+        repair = PartitionRepair(self.consumer, self.txn.offsets, state, health, self.metrics, -2)
+        ladder = Ladder(self.txn, Refusals(), self.metrics, repair)
         self.rebalancer = Rebalancer(
-            self.consumer, self.checkpoint, self.state, self.metrics, Health(30.0), self.txn
-        )
+            self.consumer, self.checkpoint, state, self.metrics, health,
+            self.txn.offsets, ladder,
+        )  # fmt: skip
         self.txn.begin()
 
     def aborts(self, reason: str) -> float | None:

@@ -14,8 +14,9 @@ import pytest
 from confluent_kafka import OFFSET_BEGINNING, KafkaError, TopicPartition
 
 from app.engine.checkpoint import Checkpoint
-from app.engine.loop import Bridge
+from app.engine.loop import LoopSettings
 from app.engine.transactions import Transactions
+from app.engine.wiring import assemble
 from app.errors import (
     CheckpointAborted,
     InstanceFenced,
@@ -141,12 +142,13 @@ class Harness:
             self.consumer, self.txn, output, self.state, self.metrics,
             interval=60.0, every=1, flush_timeout=5.0,
         )  # fmt: skip
-        self.bridge = Bridge(
-            self.consumer, self.txn, output, pipeline or Pipeline(), self.state, checkpoint,
-            self.metrics,
-            Health(30.0), watchdog,
+        loop = LoopSettings(
             topics=["in"], instance_id="i0", batch_size=10, poll_timeout=0.0, retries=0,
-            dead_letter=True, formats=JSON,
+            dead_letter=True,
+        )  # fmt: skip
+        self.bridge = assemble(
+            self.consumer, self.txn, output, pipeline or Pipeline(), self.state, checkpoint,
+            self.metrics, Health(30.0), watchdog, loop, JSON,
         )  # fmt: skip
         self.consumer.on_empty = self._stop
 

@@ -1,0 +1,247 @@
+"""Composition: settings → clients, pipeline, state, checkpoint, ladder → :class:`Bridge`.
+
+The one place that knows every collaborator (Kafka Streams' ``StreamThread.create``), plus
+the start-up checks (broker reachable, topics exist, ACLs) that run before anything is built.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, KafkaException, Producer
+from confluent_kafka.admin import AdminClient, ConfigResource
+
+from app import serde
+from app.config import BridgeSettings
+from app.engine.checkpoint import Checkpoint
+from app.engine.ladder import Ladder
+from app.engine.loop import Bridge, LoopSettings
+from app.engine.rebalance import Rebalancer
+from app.engine.repair import PartitionRepair
+from app.engine.transactions import Transactions
+from app.engine.watchdog import Watchdog
+from app.errors import KafkaFatalError
+from app.kafka.access import check_acls, connect, transactional_access_error
+from app.kafka.admin import require_topics
+from app.kafka.catalog import TopicCatalog
+from app.kafka.defaults import consumer_config, producer_config
+from app.kafka.errors import describe
+from app.kafka.ports import ConsumerPort, KafkaValue
+from app.offsets import GroupOffsets
+from app.ops.health import Health
+from app.ops.logs import librdkafka_logging
+from app.ops.metrics import Metrics
+from app.pipeline.builder import Pipeline, load_pipeline
+from app.pipeline.spec import load_spec
+from app.sink.collector import RecordCollector
+from app.sink.deadletters import DeadLetters
+from app.sink.output import Output
+from app.state import NoState, StateBackend, make_backend
+
+log = logging.getLogger(__name__)
+
+# An open transaction may live this fraction of transaction.timeout.ms (app.engine.checkpoint).
+_TXN_AGE_FRACTION = 0.6
+_LIBRDKAFKA_BATCH_SIZE = 1_000_000  # librdkafka's default batch.size
+
+
+def build_pipeline(settings: BridgeSettings) -> Pipeline:
+    if settings.pipeline:
+        return load_pipeline(settings.pipeline)
+    if settings.pipeline_spec:
+        return load_spec(settings.pipeline_spec)
+    return Pipeline()  # passthrough
+
+
+def preflight(settings: BridgeSettings) -> tuple[set[str], int | None]:
+    """Check the broker answers (TLS and credentials included), the topics exist and the
+    principal may read and write them (app.kafka.access: one line per problem, at once).
+
+    Returns:
+        every topic name there is, and the smallest ``max.message.bytes`` of the topics the
+        bridge writes (None when unknown).
+    """
+    conf = {
+        "bootstrap.servers": settings.bootstrap_servers,
+        **settings.client_common(),
+        **librdkafka_logging(reported_elsewhere=True),
+    }
+    admin, existing = connect(conf, settings.startup_timeout)
+    wanted = wanted_topics(settings)
+    read = [w for w in wanted if w[0] == "input_topics"]
+    written = [w for w in wanted if w[0] != "input_topics"]
+    check_acls(
+        admin, conf, read_topics=read, write_topics=written, group=settings.group_id,
+        timeout=settings.startup_timeout, existing=existing,
+    )  # fmt: skip
+    require_topics(settings, wanted, settings.startup_timeout, existing)
+    return existing, _batch_limit(admin, [t for _, t in written], settings.startup_timeout)
+
+
+def wanted_topics(settings: BridgeSettings) -> list[tuple[str, str]]:
+    """``(setting, topic)`` for every topic the bridge needs to exist before it starts."""
+    wanted = [("input_topics", t) for t in settings.input_topics]
+    wanted += [("output_topic", settings.output_topic)]
+    if settings.on_error == "dlq":
+        wanted += [("dlq_topic", settings.dead_letter_topic)]
+    return wanted
+
+
+def _batch_limit(admin: AdminClient, topics: list[str], timeout: float) -> int | None:
+    """The smallest ``max.message.bytes`` (the broker's limit per record *batch*) of ``topics``.
+
+    A produce batch larger than it is refused whole, with every record in it, inside the
+    transaction; so the producer's ``batch.size`` must not exceed it (then only a record that
+    alone is too large is refused, and app.sink.refusals dead-letters it).
+    """
+    limits = []
+    for topic in topics:
+        resource = ConfigResource(ConfigResource.Type.TOPIC, topic)
+        try:
+            configs = admin.describe_configs([resource])[resource].result(timeout)
+            limits.append(int(configs["max.message.bytes"].value))
+        except (KafkaException, KeyError, ValueError, TimeoutError) as exc:  # no ACL: skip
+            log.info("cannot read max.message.bytes of %s (%s)", topic, describe(exc))
+    return min(limits) if limits else None
+
+
+def make_state(settings: BridgeSettings, pipeline: Pipeline) -> StateBackend:
+    if not pipeline.stateful:
+        return NoState()
+    return make_backend(settings, pipeline)
+
+
+def build(settings: BridgeSettings, metrics: Metrics, health: Health, watchdog: Watchdog) -> Bridge:
+    """Construct every collaborator; nothing is consumed until :meth:`Bridge.run`."""
+    pipeline = build_pipeline(settings)
+    topics, batch_limit = preflight(settings)
+    common = {**settings.client_common(), **librdkafka_logging()}
+    consumer = Consumer(
+        consumer_config(
+            settings.bootstrap_servers, settings.group_id,
+            settings.instance_id if settings.static_membership else None, common,
+            dict(settings.consumer),
+        )
+    )  # fmt: skip
+    collector = RecordCollector(metrics=metrics)  # the producer is bound below
+    pconf = _producer_config(settings, pipeline, common, batch_limit, collector)
+    txn = Transactions(
+        lambda: Producer(pconf),
+        consumer,
+        GroupOffsets(consumer, watchdog, settings.call_timeout),
+        exactly_once=settings.exactly_once,
+        call_timeout=settings.call_timeout,
+        watchdog=watchdog,
+        reset_offset=_reset_offset(settings),
+        where=f"transaction coordinator of {settings.transactional_id!r}",
+    )
+    collector.rebind(txn.producer)
+    formats = serde.formats(
+        settings.input_format, settings.output_format,
+        settings.input_key_format, settings.output_key_format,
+    )  # fmt: skip
+    output = Output(
+        collector, settings.output_topic, settings.dead_letter_topic, settings.max_output_bytes,
+        TopicCatalog(consumer.list_topics, topics),
+        client_max_bytes=int(pconf.get("message.max.bytes", 1_000_000)),
+        dead_letters=DeadLetters(
+            metrics, health, settings.max_dead_letter_ratio, settings.dead_letter_ratio_window
+        ),
+        value_codec=formats.value_out, key_codec=formats.key_out,
+    )  # fmt: skip
+    _init_transactions(txn, common, settings.transactional_id)
+    state = make_state(settings, pipeline)
+    checkpoint = Checkpoint(
+        consumer, txn, output, state, metrics,
+        interval=settings.commit_interval,
+        every=settings.commit_every,
+        flush_timeout=settings.transaction_timeout_ms / 1000 / 2,
+        max_age=settings.transaction_timeout_ms / 1000 * _TXN_AGE_FRACTION,
+        fault_abort_every=settings.fault_abort_every,
+    )  # fmt: skip
+    loop = LoopSettings(
+        topics=settings.input_topics, instance_id=settings.instance_id,
+        batch_size=settings.batch_size, poll_timeout=settings.poll_timeout,
+        retries=settings.record_retries, dead_letter=settings.on_error == "dlq",
+    )  # fmt: skip
+    return assemble(
+        consumer, txn, output, pipeline, state, checkpoint, metrics, health, watchdog,
+        loop, formats, _reset_offset(settings),
+    )  # fmt: skip
+
+
+def assemble(
+    consumer: ConsumerPort,
+    txn: Transactions,
+    output: Output,
+    pipeline: Pipeline,
+    state: StateBackend,
+    checkpoint: Checkpoint,
+    metrics: Metrics,
+    health: Health,
+    watchdog: Watchdog,
+    loop: LoopSettings,
+    formats: serde.Formats,
+    reset_offset: int = OFFSET_BEGINNING,
+) -> Bridge:
+    """The engine's own collaborators around built clients: the hooks of the transaction
+    owner, the ladder, the repairs and the rebalancer, then the loop (the unit tests' rigs
+    assemble fakes the same way)."""
+    # An abort drops all uncommitted work: state cache, latched delivery errors, the count.
+    for discard in (state.discard, output.reset, checkpoint.abandon):
+        txn.on_abort(discard)
+    txn.on_new_producer(output.collector.rebind)
+    repair = PartitionRepair(consumer, txn.offsets, state, health, metrics, reset_offset)
+    ladder = Ladder(txn, output.refusals, metrics, repair)
+    rebalancer = Rebalancer(consumer, checkpoint, state, metrics, health, txn.offsets, ladder)
+    return Bridge(
+        consumer, txn, output, pipeline, state, checkpoint, rebalancer, ladder, metrics, health,
+        watchdog, loop, formats,
+    )  # fmt: skip
+
+
+def _producer_config(
+    settings: BridgeSettings,
+    pipeline: Pipeline,
+    common: dict[str, KafkaValue],
+    batch_limit: int | None,
+    collector: RecordCollector,
+) -> dict[str, Any]:
+    pconf: dict[str, Any] = producer_config(
+        settings.bootstrap_servers,
+        settings.transactional_id if settings.exactly_once else None,
+        settings.transaction_timeout_ms,
+        errors_only_reports=not pipeline.stateful,
+        common=common,
+        extra=dict(settings.producer),
+    )
+    if batch_limit is not None and "batch.size" not in settings.producer:
+        # Record-batch overhead (61 bytes) + headroom: a full batch always fits the topic.
+        pconf["batch.size"] = min(_LIBRDKAFKA_BATCH_SIZE, max(1, batch_limit - 512))
+    # Exactly-once with state: success reports stay on (the changelog writer reads its offsets
+    # from them) but without a Python call per record: a record that fails delivery makes
+    # commit_transaction fail with an abortable error naming its topic, partition and broker
+    # error (tests/integration/test_localkafka.py pins that contract).
+    if not (pipeline.stateful and settings.exactly_once):
+        pconf["on_delivery"] = collector.on_delivery
+    return pconf
+
+
+def _init_transactions(txn: Transactions, common: dict[str, KafkaValue], txn_id: str) -> None:
+    """``init_transactions``, with a missing TransactionalId ACL said as such (exit 2)."""
+    try:
+        txn.init()
+    except KafkaFatalError as exc:
+        refused = transactional_access_error(exc, common, txn_id)
+        if refused is not None:
+            raise refused from None
+        raise
+
+
+def _reset_offset(settings: BridgeSettings) -> int:
+    return OFFSET_END if _starts_from_end(settings) else OFFSET_BEGINNING
+
+
+def _starts_from_end(settings: BridgeSettings) -> bool:
+    return str(settings.consumer.get("auto.offset.reset", "earliest")) == "latest"
