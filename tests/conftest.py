@@ -22,6 +22,14 @@ settings.register_profile("eos-bridge", deadline=None)
 settings.load_profile("eos-bridge")
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """A test that asks Quix Streams (the ``quix`` fixture: a process in .venv-quix) is marked
+    ``quix``, so ``make unit`` can run without that virtualenv (``-m "not quix"``)."""
+    for item in items:
+        if "quix" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.quix)
+
+
 @pytest.fixture(scope="session")
 def kafka_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalKafka | None]:
     """The session's broker (None when KAFKA_BOOTSTRAP points at an external one)."""

@@ -39,6 +39,11 @@ class Metrics:
         )
         versions = (str(confluent_kafka.__version__), confluent_kafka.libversion()[0])
         build.labels(_bridge_version(), *versions).set(1)
+        self._records(r)
+        self._checkpoints(r)
+        self._assignment(r)
+
+    def _records(self, r: CollectorRegistry) -> None:
         self.records_in = Counter("eos_bridge_input_records", "Input records consumed", registry=r)
         self.records_out = Counter(
             "eos_bridge_output_records", "Output records produced", registry=r
@@ -60,6 +65,8 @@ class Metrics:
             ["step", "error_class"],
             registry=r,
         )
+
+    def _checkpoints(self, r: CollectorRegistry) -> None:
         self.checkpoints = Counter("eos_bridge_checkpoints", "Committed checkpoints", registry=r)
         self.last_checkpoint = Gauge(
             "eos_bridge_last_checkpoint_timestamp_seconds",
@@ -88,6 +95,8 @@ class Metrics:
             buckets=(1, 10, 100, 1000, 10_000, 100_000, 1_000_000),
             registry=r,
         )
+
+    def _assignment(self, r: CollectorRegistry) -> None:
         self.lag = Gauge(
             "eos_bridge_consumer_lag_records",
             "Records behind the high watermark (last stable offset), per assigned partition",

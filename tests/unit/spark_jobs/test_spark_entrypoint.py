@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 ENTRYPOINT = REPO / "deploy" / "spark" / "entrypoint.sh"
 
 # Writes its pid, $0 and each argument, NUL-separated, and its environment to $RECORD(.env).

@@ -20,7 +20,7 @@ from app.pipeline.steps import StepContext, fuse
 from app.serde import formats
 from app.state.keys import encode_key
 from tests.support.state import LocalAccess
-from tests.unit.test_fused_path import Sink
+from tests.unit.pipeline.test_fused_path import Sink
 
 JSON, RAW = formats(), formats("bytes")
 

@@ -21,7 +21,7 @@ from app.serde import formats
 from app.sink.collector import RecordCollector
 from app.sink.output import Output
 from bench.pipelines import p1, p3
-from tests.unit.test_fused_path import Msg, drive
+from tests.unit.pipeline.test_fused_path import Msg, drive
 
 JSON, RAW = formats(), formats("bytes")
 
@@ -151,7 +151,7 @@ _README_PYTHON = (
     .map(lambda v: {k: x for k, x in v.items() if k != "debug"})
     .key_by(lambda v: v["user"])
 )
-_BENCH_P1_SPEC = load_spec(Path(__file__).resolve().parents[2] / "bench" / "specs" / "p1.yaml")
+_BENCH_P1_SPEC = load_spec(Path(__file__).resolve().parents[3] / "bench" / "specs" / "p1.yaml")
 
 _amounts = st.one_of(
     st.integers(-(10**6), 10**6), st.floats(-1e6, 1e6, allow_nan=False, allow_infinity=False)
@@ -289,7 +289,7 @@ def test_expressions_see_the_input_value_not_each_others_results() -> None:
 
 
 def test_the_documented_example_compiles_and_runs() -> None:
-    text = (Path(__file__).resolve().parents[2] / "docs" / "expressions.md").read_text()
+    text = (Path(__file__).resolve().parents[3] / "docs" / "expressions.md").read_text()
     example = yaml.safe_load(text.split("```yaml\n", 1)[1].split("```", 1)[0])
     record = {"kind": "sale", "amount": 1500.5, "id": "r1", "user": "u", "tags": ["a", ""]}
     out, ctx = run(compile_spec(example), rows(record))
@@ -341,7 +341,7 @@ def test_results_json_cannot_carry_fail_their_record_at_output() -> None:
 def test_a_plain_field_in_a_stateful_step_is_the_python_forms_field_name() -> None:
     """``aggregate: {sum: amount}`` builds the very step of ``.aggregate("sum", of="amount")``;
     an expression stays a compiled function."""
-    bench_p3 = load_spec(Path(__file__).resolve().parents[2] / "bench" / "specs" / "p3.yaml")
+    bench_p3 = load_spec(Path(__file__).resolve().parents[3] / "bench" / "specs" / "p3.yaml")
     assert repr(bench_p3.steps) == repr(p3.steps)
     doubled = spec({"window": {"size": 10, "aggregate": {"sum": "amount * 2"}}})
     assert "RowFn" in repr(doubled.steps[0])

@@ -17,8 +17,8 @@ from confluent_kafka import Producer, TopicPartition
 from app.ops.lag import LagReport
 from app.ops.logs import LIBRDKAFKA_LOGGER, JsonFormatter, librdkafka_logging
 from app.ops.metrics import Metrics
+from tests.unit.engine.test_checkpoint_and_rebalance import Rig
 from tests.unit.fakes import FakeConsumer
-from tests.unit.test_checkpoint_and_rebalance import Rig
 
 
 class WatermarkConsumer(FakeConsumer):
@@ -139,7 +139,7 @@ def test_start_up_checks_keep_librdkafka_lines_at_debug(librdkafka_lines: io.Str
 
 def test_readme_lists_every_metric_the_bridge_exports() -> None:
     """README "Operations" is the metric reference chart users upgrade by: it must match."""
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    readme = (Path(__file__).resolve().parents[3] / "README.md").read_text()
     listed = set(re.findall(r"^  \| `(eos_bridge_\w+)` \|", readme, re.M))
     exported = {
         family.name + ("_total" if family.type == "counter" else "")

@@ -37,7 +37,7 @@ os._exit(0)  # a crash: memtables are lost
 
 
 def crash_mid_restore(path: Path, finish: bool) -> StorePartition:
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[3])}
     subprocess.run(
         [sys.executable, "-c", CHILD, str(path), "finish" if finish else "crash"],
         check=True, env=env, timeout=120,
