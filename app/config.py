@@ -14,7 +14,15 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Any, Literal, TypeVar
 
-from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 from pydantic_settings import (
     BaseSettings,
     NoDecode,
@@ -32,6 +40,39 @@ KafkaValue = str | int | float | bool
 
 
 _S = TypeVar("_S", bound="ConnectionSettings")
+
+
+class Cluster(BaseModel):
+    """One cluster's connection: where it is and how to authenticate (a role's view of the
+    settings: the source the bridge reads, the target it writes)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    bootstrap_servers: str = Field(min_length=1, description="Kafka bootstrap servers")
+    sasl_username: str | None = Field(None, description="SASL user name")
+    sasl_password: SecretStr | None = Field(None, description="SASL password (never logged)")
+    kafka: dict[str, KafkaValue] = Field(
+        default_factory=dict, description="librdkafka settings of every client (TLS, SASL)"
+    )
+
+    @field_validator("kafka")
+    @classmethod
+    def _no_forced_common_keys(cls, value: dict[str, KafkaValue]) -> dict[str, KafkaValue]:
+        _refuse_forced(value, FORCED_CONSUMER_KEYS | FORCED_PRODUCER_KEYS, "kafka")
+        return value
+
+    def client_common(self) -> dict[str, KafkaValue]:
+        """librdkafka settings shared by both clients, credentials included (never logged)."""
+        common = dict(self.kafka)
+        if self.sasl_username is not None:
+            common["sasl.username"] = self.sasl_username
+        if self.sasl_password is not None:
+            common["sasl.password"] = self.sasl_password.get_secret_value()
+        return common
+
+    def client_config(self) -> dict[str, KafkaValue]:
+        """A complete librdkafka configuration for a plain client (critical log lines only)."""
+        return {"log_level": 2, **self.client_common(), "bootstrap.servers": self.bootstrap_servers}
 
 
 class ConnectionSettings(BaseSettings):
@@ -70,14 +111,16 @@ class ConnectionSettings(BaseSettings):
         _refuse_forced(value, FORCED_CONSUMER_KEYS | FORCED_PRODUCER_KEYS, "kafka")
         return value
 
+    def source(self) -> Cluster:
+        """The cluster the bridge reads (the top-level connection settings)."""
+        return Cluster(
+            bootstrap_servers=self.bootstrap_servers, sasl_username=self.sasl_username,
+            sasl_password=self.sasl_password, kafka=self.kafka,
+        )  # fmt: skip
+
     def client_common(self) -> dict[str, KafkaValue]:
         """librdkafka settings shared by both clients, credentials included (never logged)."""
-        common = dict(self.kafka)
-        if self.sasl_username is not None:
-            common["sasl.username"] = self.sasl_username
-        if self.sasl_password is not None:
-            common["sasl.password"] = self.sasl_password.get_secret_value()
-        return common
+        return self.source().client_common()
 
     def client_config(self) -> dict[str, KafkaValue]:
         """A complete librdkafka configuration for a plain client of the tools and checks.
@@ -86,7 +129,7 @@ class ConnectionSettings(BaseSettings):
         ``kafka`` map says otherwise): a refused connection then surfaces once, as the error
         the command reports, instead of as a stream of ``%3|FAIL`` lines.
         """
-        return {"log_level": 2, **self.client_common(), "bootstrap.servers": self.bootstrap_servers}
+        return self.source().client_config()
 
 
 class BridgeSettings(ConnectionSettings):
@@ -148,6 +191,11 @@ class BridgeSettings(ConnectionSettings):
     log_format: Literal["text", "json"] = "text"
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
 
+    target: Cluster | None = Field(
+        None,
+        description="the cluster written to (outputs, dead letters, changelogs); "
+        "default: the cluster read from",
+    )
     consumer: dict[str, KafkaValue] = Field(
         default_factory=dict, description="librdkafka settings of the consumer"
     )
@@ -192,11 +240,28 @@ class BridgeSettings(ConnectionSettings):
             raise ValueError("set either pipeline (module:attr) or pipeline_spec, not both")
         if self.pipeline and ":" not in self.pipeline:
             raise ValueError(f"pipeline must look like module:attr, got {self.pipeline!r}")
-        if self.output_topic in self.input_topics:
+        if self.output_topic in self.input_topics and not self.cross_cluster:
             raise ValueError(f"output_topic {self.output_topic!r} is also an input topic")
+        if self.cross_cluster and self.exactly_once:
+            raise ValueError(
+                f"target.bootstrap_servers ({self.target_cluster().bootstrap_servers}) names "
+                f"another cluster than bootstrap_servers: exactly-once between two clusters "
+                f"needs the input offsets kept in the target cluster, which this version does "
+                f"not do yet; set processing_guarantee=at-least-once for an at-least-once "
+                f"bridge between clusters, or leave target unset"
+            )
         return self
 
     # ---- derived values --------------------------------------------------------------------
+
+    def target_cluster(self) -> Cluster:
+        """The cluster written to: ``target``, or the one read from."""
+        return self.target or self.source()
+
+    @property
+    def cross_cluster(self) -> bool:
+        """Source and target are different clusters."""
+        return self.target is not None and (self.target.bootstrap_servers != self.bootstrap_servers)
 
     @property
     def exactly_once(self) -> bool:
@@ -216,6 +281,11 @@ class BridgeSettings(ConnectionSettings):
         for section in ("kafka", "consumer", "producer"):
             data[section] = {
                 k: ("**********" if _secret_key(k) else v) for k, v in data[section].items()
+            }
+        if data.get("target"):
+            data["target"]["kafka"] = {
+                k: ("**********" if _secret_key(k) else v)
+                for k, v in data["target"]["kafka"].items()
             }
         data["dlq_topic"] = self.dead_letter_topic
         data["transactional_id"] = self.transactional_id if self.exactly_once else None

@@ -73,3 +73,15 @@ def secure(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalKafka]:
         yield cluster
     finally:
         cluster.stop()
+
+
+@pytest.fixture(scope="session")
+def target_kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaFixture]:
+    """A second, independent cluster (the target of cross-cluster tests), started on first
+    use and shared by the session."""
+    cluster = LocalKafka(tmp_path_factory.mktemp("kafka-target"), brokers=1)
+    cluster.start()
+    try:
+        yield KafkaFixture(cluster.bootstrap)
+    finally:
+        cluster.stop()

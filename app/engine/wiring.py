@@ -13,7 +13,7 @@ from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, KafkaExcepti
 from confluent_kafka.admin import AdminClient, ConfigResource
 
 from app import serde
-from app.config import BridgeSettings
+from app.config import BridgeSettings, Cluster
 from app.engine.checkpoint import Checkpoint
 from app.engine.ladder import Ladder
 from app.engine.loop import Bridge, LoopSettings
@@ -54,29 +54,46 @@ def build_pipeline(settings: BridgeSettings) -> Pipeline:
     return Pipeline()  # passthrough
 
 
-def preflight(settings: BridgeSettings) -> tuple[set[str], int | None]:
-    """Check the broker answers (TLS and credentials included), the topics exist and the
-    principal may read and write them (app.kafka.access: one line per problem, at once).
+def preflight(settings: BridgeSettings) -> tuple[set[str], int | None, AdminClient]:
+    """Check each cluster answers (TLS and credentials included), the topics exist and the
+    principal may read the inputs and the group on the source and write the outputs on the
+    target (app.kafka.access: one line per problem, at once). One cluster: one check.
 
     Returns:
-        every topic name there is, and the smallest ``max.message.bytes`` of the topics the
-        bridge writes (None when unknown).
+        every topic name of the target, the smallest ``max.message.bytes`` of the topics the
+        bridge writes (None when unknown), and an admin client of the target.
     """
-    conf = {
-        "bootstrap.servers": settings.bootstrap_servers,
-        **settings.client_common(),
-        **librdkafka_logging(reported_elsewhere=True),
-    }
-    admin, existing = connect(conf, settings.startup_timeout)
     wanted = wanted_topics(settings)
     read = [w for w in wanted if w[0] == "input_topics"]
     written = [w for w in wanted if w[0] != "input_topics"]
+    if settings.cross_cluster:
+        _check_cluster(settings, settings.source(), read, [])
+        admin, existing = _check_cluster(settings, settings.target_cluster(), [], written)
+    else:
+        admin, existing = _check_cluster(settings, settings.source(), read, written)
+    limit = _batch_limit(admin, [t for _, t in written], settings.startup_timeout)
+    return existing, limit, admin
+
+
+def _check_cluster(
+    settings: BridgeSettings,
+    cluster: Cluster,
+    read: list[tuple[str, str]],
+    written: list[tuple[str, str]],
+) -> tuple[AdminClient, set[str]]:
+    conf = {
+        "bootstrap.servers": cluster.bootstrap_servers,
+        **cluster.client_common(),
+        **librdkafka_logging(reported_elsewhere=True),
+    }
+    admin, existing = connect(conf, settings.startup_timeout)
     check_acls(
-        admin, conf, read_topics=read, write_topics=written, group=settings.group_id,
+        admin, conf, read_topics=read, write_topics=written,
+        group=settings.group_id if read else None,
         timeout=settings.startup_timeout, existing=existing,
     )  # fmt: skip
-    require_topics(settings, wanted, settings.startup_timeout, existing)
-    return existing, _batch_limit(admin, [t for _, t in written], settings.startup_timeout)
+    require_topics(cluster, read + written, settings.startup_timeout, existing)
+    return admin, existing
 
 
 def wanted_topics(settings: BridgeSettings) -> list[tuple[str, str]]:
@@ -115,13 +132,14 @@ def make_state(settings: BridgeSettings, pipeline: Pipeline) -> StateBackend:
 def build(settings: BridgeSettings, metrics: Metrics, health: Health, watchdog: Watchdog) -> Bridge:
     """Construct every collaborator; nothing is consumed until :meth:`Bridge.run`."""
     pipeline = build_pipeline(settings)
-    topics, batch_limit = preflight(settings)
-    common = {**settings.client_common(), **librdkafka_logging()}
+    topics, batch_limit, target_admin = preflight(settings)
+    source, target = settings.source(), settings.target_cluster()
+    common = {**target.client_common(), **librdkafka_logging()}  # the producer's
     consumer = Consumer(
         consumer_config(
-            settings.bootstrap_servers, settings.group_id,
-            settings.instance_id if settings.static_membership else None, common,
-            dict(settings.consumer),
+            source.bootstrap_servers, settings.group_id,
+            settings.instance_id if settings.static_membership else None,
+            {**source.client_common(), **librdkafka_logging()}, dict(settings.consumer),
         )
     )  # fmt: skip
     collector = RecordCollector(metrics=metrics)  # the producer is bound below
@@ -143,7 +161,8 @@ def build(settings: BridgeSettings, metrics: Metrics, health: Health, watchdog: 
     )  # fmt: skip
     output = Output(
         collector, settings.output_topic, settings.dead_letter_topic, settings.max_output_bytes,
-        TopicCatalog(consumer.list_topics, topics),
+        TopicCatalog(target_admin.list_topics if settings.cross_cluster else consumer.list_topics,
+                     topics),
         client_max_bytes=int(pconf.get("message.max.bytes", 1_000_000)),
         dead_letters=DeadLetters(
             metrics, health, settings.max_dead_letter_ratio, settings.dead_letter_ratio_window
@@ -209,7 +228,7 @@ def _producer_config(
     collector: RecordCollector,
 ) -> dict[str, Any]:
     pconf: dict[str, Any] = producer_config(
-        settings.bootstrap_servers,
+        settings.target_cluster().bootstrap_servers,
         settings.transactional_id if settings.exactly_once else None,
         settings.transaction_timeout_ms,
         errors_only_reports=not pipeline.stateful,

@@ -135,11 +135,12 @@ def check_acls(
     *,
     read_topics: Iterable[tuple[str, str]],
     write_topics: Iterable[tuple[str, str]],
-    group: str,
+    group: str | None,
     timeout: float,
     existing: set[str],
 ) -> None:
-    """The principal may READ its inputs, WRITE its outputs and READ its group.
+    """The principal may READ its inputs, WRITE its outputs and READ its group (None: a
+    cluster the bridge only writes to).
 
     ``read_topics`` / ``write_topics`` are (setting, topic) pairs, for the message; topics not
     in ``existing`` (the cluster's listing) are checked for being hidden by a missing ACL and
@@ -181,6 +182,8 @@ def check_acls(
             continue
         if allowed is not None and op not in allowed:
             raise _acl_error(conf, f"topic {topic!r} ({setting})", op, "not granted")
+    if group is None:  # a cluster the bridge only writes to
+        return
     allowed = _group_operations(admin, group, timeout)
     if allowed is not None and AclOperation.READ not in allowed:
         raise _acl_error(conf, f"group {group!r} (group_id)", AclOperation.READ, "not granted")

@@ -74,9 +74,10 @@ def make_backend(settings: BridgeSettings, pipeline: StepList) -> StateBackend:
     stores = pipeline_stores(pipeline)
     if not stores:
         return NoState()
+    target = settings.target_cluster()  # changelogs live where the outputs are written
     common = {
-        "bootstrap.servers": settings.bootstrap_servers,
-        **settings.client_common(),
+        "bootstrap.servers": target.bootstrap_servers,
+        **target.client_common(),
         **librdkafka_logging(),
     }
     admin = AdminClient(common)

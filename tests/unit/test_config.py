@@ -128,3 +128,19 @@ def test_dead_letter_ratio_settings() -> None:
         assert "max_dead_letter_ratio (BRIDGE_MAX_DEAD_LETTER_RATIO)" in str(info.value)
     with pytest.raises(ConfigError, match="BRIDGE_DEAD_LETTER_RATIO_WINDOW"):
         load_settings(**BASE, dead_letter_ratio_window=0)
+
+
+def test_the_target_cluster_defaults_to_the_source_and_its_secrets_are_masked() -> None:
+    from app.config import load_settings
+
+    one = load_settings(input_topics=["in"], output_topic="out", bootstrap_servers="a:1")
+    assert one.target_cluster() == one.source() and not one.cross_cluster
+    two = load_settings(
+        input_topics=["in"], output_topic="in", bootstrap_servers="a:1",
+        processing_guarantee="at-least-once",
+        target={"bootstrap_servers": "b:1", "sasl_password": "s3cret",
+                "kafka": {"ssl.key.password": "k3y"}},
+    )  # fmt: skip
+    assert two.cross_cluster and two.target_cluster().bootstrap_servers == "b:1"
+    assert "s3cret" not in str(two.masked()) and "k3y" not in str(two.masked())
+    assert two.target_cluster().client_common()["sasl.password"] == "s3cret"
