@@ -9,6 +9,7 @@ from typing import Any
 from app.errors import ConfigError
 from app.pipeline.record_steps import RecordApply, RecordFilter
 from app.pipeline.stateful import Count, Dedupe, Sum, window
+from app.pipeline.stateful.event_time import DEFAULT_MAX_EVENT_TIME_SKEW
 from app.pipeline.steps import Apply, Filter, Step
 
 
@@ -69,9 +70,17 @@ class Pipeline:
     def window(
         self, size: float, hop: float | None = None, grace: float = 0.0,
         timestamp: Any = None, name: str = "window",
+        max_event_time_skew: float = DEFAULT_MAX_EVENT_TIME_SKEW, late_records: str = "drop",
     ) -> WindowBuilder:  # fmt: skip
-        """Event-time windows (tumbling unless ``hop``); finish with ``.aggregate(...)``."""
-        return WindowBuilder(self, size, hop, grace, timestamp, name)
+        """Event-time windows (tumbling unless ``hop``); finish with ``.aggregate(...)``.
+
+        An event time more than ``max_event_time_skew`` seconds ahead of the partition's clock
+        is dead-lettered (``InvalidEventTime``); late records are counted and dropped, or
+        dead-lettered with ``late_records="dlq"`` (``LateRecord``).
+        """
+        return WindowBuilder(
+            self, size, hop, grace, timestamp, name, max_event_time_skew, late_records
+        )
 
     @property
     def stateful(self) -> bool:
@@ -97,8 +106,8 @@ class WindowBuilder:
     def aggregate(self, kind: str = "count", of: Any = None) -> Pipeline:
         """``count``, or ``sum``/``min``/``max``/``mean`` of field ``of``; emits
         ``{"key", "start", "end", "value", "_source_*"}`` once per closed window."""
-        size, hop, grace, timestamp, name = self._window
-        return self._pipeline.then(window(size, hop, grace, kind, of, timestamp, name))
+        size, hop, grace, timestamp, name, skew, late = self._window
+        return self._pipeline.then(window(size, hop, grace, kind, of, timestamp, name, skew, late))
 
 
 def as_pipeline(obj: Any) -> Pipeline:

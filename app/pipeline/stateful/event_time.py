@@ -1,0 +1,93 @@
+"""Which event times a window step accepts, and what happens to late records (pure rules).
+
+A window closes on its partition's stream time, the largest event time seen there. One record
+whose event time is years ahead would move that clock so far that every good record after it is
+late. So a record is first checked against the partition's clock (:func:`check_event_time`): an
+event time more than ``max_event_time_skew`` ahead of it, or (once the partition has a clock)
+far behind it, is :class:`~app.pipeline.errors.InvalidEventTime`, a dead letter that leaves
+stream time where it was. A record that passes but whose windows have all closed is *late*:
+counted per step (``eos_bridge_late_records_total``) and, as Kafka Streams does, dropped; with
+``late_records=dlq`` dead-lettered as :class:`~app.pipeline.errors.LateRecord` instead.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from app.errors import ConfigError
+from app.pipeline.errors import InvalidEventTime, LateRecord
+from app.pipeline.record import Row
+
+DEFAULT_MAX_EVENT_TIME_SKEW = 86_400.0  # seconds: one day
+LATE_RECORDS = ("drop", "dlq")
+
+
+def check_late_records(value: str, step: str) -> str:
+    """``value`` if it is one of :data:`LATE_RECORDS`, else a ConfigError naming the step."""
+    if value not in LATE_RECORDS:
+        raise ConfigError(
+            f"window {step!r}: late_records must be one of {', '.join(LATE_RECORDS)}, got {value!r}"
+        )
+    return value
+
+
+def bounds(stream_time: int | None, record_time: int, skew: int, reach: int) -> tuple[int, int]:
+    """The event times (ms) a record may have: ``(lowest, highest)``, both included.
+
+    Ahead: up to ``skew`` past the later of the stream time and the record's own Kafka
+    timestamp. The Kafka timestamp is a clock every record carries, so after a pause of days
+    new records are accepted again, while a field years ahead of both is refused; with no stream
+    time yet (the partition's first record) it is the only clock there is.
+
+    Behind: only once there is a stream time, by ``reach`` = the larger of ``skew`` and the
+    window's size + grace (a record that may still count is never refused) below the earlier
+    of both clocks. Old records cannot move the clock; this bound only tells a broken time
+    (0, a wrong unit) from a late one. Before the first record nothing is late, so anything
+    goes: a backfill of old events is accepted.
+    """
+    ahead = record_time if stream_time is None else max(stream_time, record_time)
+    if stream_time is None:
+        return -(2**63), ahead + skew
+    return min(stream_time, record_time) - reach, ahead + skew
+
+
+def check_event_time(
+    row: Row, event_time: int, stream_time: int | None, skew: int, reach: int
+) -> InvalidEventTime | None:
+    """None when ``event_time`` is within :func:`bounds`; else the error naming the record,
+    the event time, the partition's clocks and the setting."""
+    low, high = bounds(stream_time, row.timestamp, skew, reach)
+    if low <= event_time <= high:
+        return None
+    side = "ahead of" if event_time > high else "behind"
+    allowed = skew if event_time > high else reach
+    return InvalidEventTime(
+        f"{where(row)}: event time {event_time} ({iso(event_time)}) is more than "
+        f"{allowed / 1000:g} s {side} the partition's clock (stream time {iso(stream_time)}, "
+        f"record timestamp {iso(row.timestamp)}); max_event_time_skew of the window bounds "
+        f"it; the record did not move stream time"
+    )
+
+
+def late_record(row: Row, event_time: int, stream_time: int, size: int, grace: int) -> LateRecord:
+    """The error of a record whose every window closed before it came (``late_records=dlq``)."""
+    return LateRecord(
+        f"{where(row)}: event time {event_time} ({iso(event_time)}) is late: every window "
+        f"holding it ({size} ms, grace {grace} ms) closed before stream time "
+        f"{iso(stream_time)}; late_records=dlq dead-letters such records (drop: counted only)"
+    )
+
+
+def where(row: Row) -> str:
+    """``topic[partition]@offset`` of the input record."""
+    return f"{row.source_topic}[{row.partition}]@{row.offset}"
+
+
+def iso(millis: int | None) -> str:
+    """Milliseconds since the epoch as UTC ISO 8601 (as is when outside what dates hold)."""
+    if millis is None:
+        return "none yet"
+    try:
+        return datetime.fromtimestamp(millis / 1000, UTC).isoformat(timespec="milliseconds")
+    except (OverflowError, OSError, ValueError):
+        return f"{millis} ms"
