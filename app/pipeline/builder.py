@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from app.errors import ConfigError
 from app.pipeline.record_steps import RecordApply, RecordFilter
+from app.pipeline.rename import rename_step
 from app.pipeline.stateful import Count, Dedupe, Sum, window
 from app.pipeline.stateful.event_time import DEFAULT_MAX_EVENT_TIME_SKEW
 from app.pipeline.steps import Apply, Filter, Step
@@ -51,6 +52,11 @@ class Pipeline:
     def route(self, fn: Callable[[Any], str | None], record: bool = False) -> Pipeline:
         """Choose the output topic per record (None = the configured output topic)."""
         return self.then(_apply(fn, record, target="topic", name="route"))
+
+    def rename(self, names: Mapping[str, str] | None = None, /, **more: str) -> Pipeline:
+        """Rename fields of the value in place: ``.rename(user="customer")`` or
+        ``.rename({"user-id": "user_id"})`` for names that are no Python identifiers."""
+        return self.then(rename_step({**(names or {}), **more}))
 
     # Stateful steps (app.pipeline.stateful). Times are in seconds; ``name`` names the store
     # and its changelog topic: keep it stable.
