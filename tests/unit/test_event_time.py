@@ -49,9 +49,15 @@ def test_ahead_is_bounded_by_the_later_clock_and_behind_by_the_earlier() -> None
     assert bounds(NOW, month_ago, DAY, DAY) == (month_ago - DAY, NOW + DAY)
 
 
+def test_a_kafka_timestamp_of_zero_or_less_is_no_clock() -> None:
+    assert bounds(None, 0, DAY, DAY) == (-(2**63), 2**63)  # nothing to check against
+    assert bounds(None, -1, DAY, DAY) == (-(2**63), 2**63)
+    assert bounds(NOW, 0, DAY, 2 * DAY) == (NOW - 2 * DAY, NOW + DAY)  # the stream time alone
+
+
 @given(
     st.one_of(st.none(), st.integers(-(2**61), 2**61)),
-    st.integers(-(2**61), 2**61),
+    st.integers(1, 2**61),
     st.integers(1, 2**40),
     st.integers(1, 2**40),
 )

@@ -37,7 +37,8 @@ def bounds(stream_time: int | None, record_time: int, skew: int, reach: int) -> 
     Ahead: up to ``skew`` past the later of the stream time and the record's own Kafka
     timestamp. The Kafka timestamp is a clock every record carries, so after a pause of days
     new records are accepted again, while a field years ahead of both is refused; with no stream
-    time yet (the partition's first record) it is the only clock there is.
+    time yet (the partition's first record) it is the only clock there is. A Kafka timestamp of
+    0 or less is no clock (-1 is Kafka's "none"; 0 an unset one).
 
     Behind: only once there is a stream time, by ``reach`` = the larger of ``skew`` and the
     window's size + grace (a record that may still count is never refused) below the earlier
@@ -45,10 +46,12 @@ def bounds(stream_time: int | None, record_time: int, skew: int, reach: int) -> 
     (0, a wrong unit) from a late one. Before the first record nothing is late, so anything
     goes: a backfill of old events is accepted.
     """
-    ahead = record_time if stream_time is None else max(stream_time, record_time)
+    clocks = [t for t in (stream_time, record_time if record_time > 0 else None) if t is not None]
+    if not clocks:
+        return -(2**63), 2**63
     if stream_time is None:
-        return -(2**63), ahead + skew
-    return min(stream_time, record_time) - reach, ahead + skew
+        return -(2**63), max(clocks) + skew
+    return min(clocks) - reach, max(clocks) + skew
 
 
 def check_event_time(
