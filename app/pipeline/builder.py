@@ -92,6 +92,16 @@ class Pipeline:
     def stateful(self) -> bool:
         return any(step.stateful for step in self.steps)
 
+    def describe(self) -> str:
+        """One line for ``check-config``: ``pipeline of 5 step(s), 1 stateful: 'clicks'``
+        (stateful steps by name, which names their stores and changelog topics)."""
+        if not self.steps:
+            return "passthrough pipeline"
+        stores = [repr(step.name) for step in self.steps if step.stateful]
+        if not stores:
+            return f"pipeline of {len(self.steps)} stateless step(s)"
+        return f"pipeline of {len(self.steps)} step(s), {len(stores)} stateful: {', '.join(stores)}"
+
     def __len__(self) -> int:
         return len(self.steps)
 

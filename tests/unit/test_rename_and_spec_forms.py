@@ -143,3 +143,20 @@ def test_every_documented_form_compiles() -> None:
     for step, form in STEP_FORMS.items():
         pipeline = spec(f"steps:\n  {form}\n")
         assert len(pipeline.steps) == 1, step
+
+
+# ---- check-config's one line ----------------------------------------------------------------------
+
+
+def test_describe_counts_the_stateful_steps_not_all_steps() -> None:
+    assert Pipeline().describe() == "passthrough pipeline"
+    assert spec("steps:\n  - filter: 'x > 0'\n  - key_by: user\n").describe() == (
+        "pipeline of 2 stateless step(s)"
+    )
+    five = spec(
+        "steps:\n  - filter: 'x > 0'\n  - set: {y: x}\n  - rename: {y: z}\n  - key_by: user\n"
+        "  - count: {name: clicks}\n"
+    )
+    assert five.describe() == "pipeline of 5 step(s), 1 stateful: 'clicks'"
+    two = Pipeline().dedupe(name="once").window(60).aggregate("count")
+    assert two.describe() == "pipeline of 2 step(s), 2 stateful: 'once', 'window'"
