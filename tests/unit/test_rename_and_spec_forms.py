@@ -145,7 +145,7 @@ def test_every_documented_form_compiles() -> None:
         assert len(pipeline.steps) == 1, step
 
 
-# ---- check-config's one line ----------------------------------------------------------------------
+# ---- check-config's one line ------------------------------------------------------------------
 
 
 def test_describe_counts_the_stateful_steps_not_all_steps() -> None:
