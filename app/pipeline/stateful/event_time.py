@@ -55,29 +55,35 @@ def bounds(stream_time: int | None, record_time: int, skew: int, reach: int) -> 
 
 
 def check_event_time(
-    row: Row, event_time: int, stream_time: int | None, skew: int, reach: int
+    step: str, row: Row, event_time: int, stream_time: int | None, skew: int, reach: int
 ) -> InvalidEventTime | None:
     """None when ``event_time`` is within :func:`bounds`; else the error naming the record,
-    the event time, the partition's clocks and the setting."""
+    the event time, the partition's clocks, the step and its setting."""
     low, high = bounds(stream_time, row.timestamp, skew, reach)
     if low <= event_time <= high:
         return None
-    side = "ahead of" if event_time > high else "behind"
-    allowed = skew if event_time > high else reach
+    if event_time > high:
+        off = f"more than max_event_time_skew ({skew / 1000:g} s) of window {step!r} ahead of"
+    else:
+        off = (
+            f"more than {reach / 1000:g} s (max_event_time_skew of window {step!r}, or its "
+            f"size + grace if longer) behind"
+        )
     return InvalidEventTime(
-        f"{where(row)}: event time {event_time} ({iso(event_time)}) is more than "
-        f"{allowed / 1000:g} s {side} the partition's clock (stream time {iso(stream_time)}, "
-        f"record timestamp {iso(row.timestamp)}); max_event_time_skew of the window bounds "
-        f"it; the record did not move stream time"
+        f"{where(row)}: event time {event_time} ({iso(event_time)}) is {off} the partition's "
+        f"clock (stream time {iso(stream_time)}, record timestamp {iso(row.timestamp)}); "
+        f"dead-lettered without moving stream time"
     )
 
 
-def late_record(row: Row, event_time: int, stream_time: int, size: int, grace: int) -> LateRecord:
+def late_record(
+    step: str, row: Row, event_time: int, stream_time: int, size: int, grace: int
+) -> LateRecord:
     """The error of a record whose every window closed before it came (``late_records=dlq``)."""
     return LateRecord(
-        f"{where(row)}: event time {event_time} ({iso(event_time)}) is late: every window "
-        f"holding it ({size} ms, grace {grace} ms) closed before stream time "
-        f"{iso(stream_time)}; late_records=dlq dead-letters such records (drop: counted only)"
+        f"{where(row)}: event time {event_time} ({iso(event_time)}) is late for window "
+        f"{step!r}: every window holding it ({size} ms, grace {grace} ms) had closed at stream "
+        f"time {iso(stream_time)}; late_records=dlq dead-letters such records (drop: counted)"
     )
 
 

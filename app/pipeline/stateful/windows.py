@@ -213,7 +213,7 @@ class Window:
             key, ts, value = got
             view = views.of(row)
             current = stream_time(view)
-            invalid = check_event_time(row, ts, current, skew, reach)
+            invalid = check_event_time(self.name, row, ts, current, skew, reach)
             if invalid is not None:  # a dead letter that leaves stream time where it was
                 ctx.failures.append(Failure(row, self.name, invalid))
                 continue
@@ -259,7 +259,7 @@ class Window:
         LATE_RECORDS[self.name] += len(late)
         if self.late == "dlq":
             for row, ts, now in late:
-                error = late_record(row, ts, now, self.size, self.grace)
+                error = late_record(self.name, row, ts, now, self.size, self.grace)
                 ctx.failures.append(Failure(row, self.name, error))
 
     def _close(self, view: StateView, trigger: Row) -> list[Row]:
