@@ -212,11 +212,19 @@ class Window:
                 continue
             key, ts, value = got
             view = views.of(row)
-            current = stream_time(view)
-            invalid = check_event_time(self.name, row, ts, current, skew, reach)
-            if invalid is not None:  # a dead letter that leaves stream time where it was
-                ctx.failures.append(Failure(row, self.name, invalid))
-                continue
+            current, clock = stream_time(view), row.timestamp
+            # Within both clocks' bounds (event_time.bounds) inline; anything else asks it.
+            if (
+                current is None
+                or clock <= 0
+                or not (current if current < clock else clock) - reach
+                <= ts
+                <= (clock if current < clock else current) + skew
+            ):
+                invalid = check_event_time(self.name, row, ts, current, skew, reach)
+                if invalid is not None:  # a dead letter that leaves stream time unmoved
+                    ctx.failures.append(Failure(row, self.name, invalid))
+                    continue
             now = ts if current is None or ts > current else current
             starts = (ts - ts % size,) if tumbling else window_starts(ts, size, hop)
             # Closed windows are skipped (is_closed): their results are already out.
@@ -242,6 +250,12 @@ class Window:
             view.memo["t"] = now
             last[(row.source_topic, row.partition)] = row
         self._late(late, ctx)
+        return self._write(accs, views, last)
+
+    def _write(
+        self, accs: dict[tuple[StateView, bytes], Any], views: Views, last: dict[Any, Row]
+    ) -> list[Row]:
+        """Store the batch's accumulators and stream times; the windows that closed."""
         dumps = orjson.dumps
         for (view, wkey), acc in accs.items():
             view.set(wkey, dumps(acc))
