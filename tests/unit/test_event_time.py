@@ -7,6 +7,7 @@ records are counted per step and, with ``late_records=dlq``, dead-lettered as ``
 
 from __future__ import annotations
 
+import time
 from collections import defaultdict
 from pathlib import Path
 
@@ -107,6 +108,24 @@ def test_the_first_record_of_a_partition_is_bounded_by_its_kafka_timestamp(
     out, ctx = run(step, rows, access)
     assert failed(ctx) == [(0, "InvalidEventTime")]
     assert [r.value["value"] for r in out] == [9, 10]  # [NOW, NOW + 10 s) holds offsets 1-9
+
+
+def test_a_window_on_kafka_timestamps_checks_them_against_the_bridges_clock(
+    tmp_path: Path,
+) -> None:
+    """No second clock in the record: a topic that lets a year-9999 timestamp in (a raised
+    message.timestamp.after.max.ms) must not close every window of the partition."""
+    access = LocalAccess(tmp_path)
+    step = window(10, aggregate="count", name="on-kafka-time")
+    minute_ago = (int(time.time() * 1000) - 60_000) // 10_000 * 10_000  # a window's start
+    rows = [row({}, key="k", offset=0, ts=YEAR_9999)]  # first: checked against the clock
+    rows += [row({}, key="k", offset=i, ts=minute_ago + i * 1000) for i in range(1, 4)]
+    rows.append(row({}, key="k", offset=9, ts=YEAR_9999))  # later: the same
+    rows.append(row({}, key="k", offset=10, ts=minute_ago + 30_000))
+    out, ctx = run(step, rows, access)
+    assert failed(ctx) == [(0, "InvalidEventTime"), (9, "InvalidEventTime")]
+    assert "the bridge's clock" in str(ctx.failures[0].error)
+    assert [r.value["value"] for r in out] == [3]  # offsets 1-3 in one window, none lost
 
 
 def test_a_pause_of_days_does_not_make_the_records_after_it_invalid(tmp_path: Path) -> None:

@@ -5,8 +5,12 @@ whose event time is years ahead would move that clock so far that every good rec
 late. So a record is first checked against the partition's clock (:func:`check_event_time`): an
 event time more than ``max_event_time_skew`` ahead of it, or (once the partition has a clock)
 far behind it, is :class:`~app.pipeline.errors.InvalidEventTime`, a dead letter that leaves
-stream time where it was. A record that passes but whose windows have all closed is *late*:
-counted per step (``eos_bridge_late_records_total``) and, as Kafka Streams does, dropped; with
+stream time where it was. The partition's clock is its stream time together with a second,
+independent clock (:func:`bounds`): the record's Kafka timestamp when the event time is a field
+of the value, the bridge's own clock when the event time is the Kafka timestamp itself.
+
+A record that passes but whose windows have all closed is *late*: counted per step
+(``eos_bridge_late_records_total``) and, as Kafka Streams does, dropped; with
 ``late_records=dlq`` dead-lettered as :class:`~app.pipeline.errors.LateRecord` instead.
 """
 
@@ -31,14 +35,17 @@ def check_late_records(value: str, step: str) -> str:
     return value
 
 
-def bounds(stream_time: int | None, record_time: int, skew: int, reach: int) -> tuple[int, int]:
+def bounds(stream_time: int | None, clock: int, skew: int, reach: int) -> tuple[int, int]:
     """The event times (ms) a record may have: ``(lowest, highest)``, both included.
 
-    Ahead: up to ``skew`` past the later of the stream time and the record's own Kafka
-    timestamp. The Kafka timestamp is a clock every record carries, so after a pause of days
-    new records are accepted again, while a field years ahead of both is refused; with no stream
-    time yet (the partition's first record) it is the only clock there is. A Kafka timestamp of
-    0 or less is no clock (-1 is Kafka's "none"; 0 an unset one).
+    ``clock`` is a second clock next to the stream time (0 or less: none; Kafka's timestamp
+    -1 means none, 0 an unset one): the record's Kafka timestamp, or the bridge's clock when
+    the Kafka timestamp is the event time.
+
+    Ahead: up to ``skew`` past the later of the stream time and ``clock``. The second clock
+    moves on its own, so after a pause of days new records are accepted again, while a time
+    years ahead of both is refused; with no stream time yet (the partition's first record) it
+    is the only clock there is.
 
     Behind: only once there is a stream time, by ``reach`` = the larger of ``skew`` and the
     window's size + grace (a record that may still count is never refused) below the earlier
@@ -46,7 +53,7 @@ def bounds(stream_time: int | None, record_time: int, skew: int, reach: int) -> 
     (0, a wrong unit) from a late one. Before the first record nothing is late, so anything
     goes: a backfill of old events is accepted.
     """
-    clocks = [t for t in (stream_time, record_time if record_time > 0 else None) if t is not None]
+    clocks = [t for t in (stream_time, clock if clock > 0 else None) if t is not None]
     if not clocks:
         return -(2**63), 2**63
     if stream_time is None:
@@ -55,11 +62,13 @@ def bounds(stream_time: int | None, record_time: int, skew: int, reach: int) -> 
 
 
 def check_event_time(
-    step: str, row: Row, event_time: int, stream_time: int | None, skew: int, reach: int
-) -> InvalidEventTime | None:
+    step: str, row: Row, event_time: int, stream_time: int | None, clock: int, skew: int,
+    reach: int,
+) -> InvalidEventTime | None:  # fmt: skip
     """None when ``event_time`` is within :func:`bounds`; else the error naming the record,
-    the event time, the partition's clocks, the step and its setting."""
-    low, high = bounds(stream_time, row.timestamp, skew, reach)
+    the event time, the clocks, the step and its setting. ``clock`` is the record's Kafka
+    timestamp, unless that is the event time: then the bridge's clock."""
+    low, high = bounds(stream_time, clock, skew, reach)
     if low <= event_time <= high:
         return None
     if event_time > high:
@@ -69,10 +78,11 @@ def check_event_time(
             f"more than {reach / 1000:g} s (max_event_time_skew of window {step!r}, or its "
             f"size + grace if longer) behind"
         )
+    second = "record timestamp" if clock == row.timestamp else "the bridge's clock"
     return InvalidEventTime(
         f"{where(row)}: event time {event_time} ({iso(event_time)}) is {off} the partition's "
-        f"clock (stream time {iso(stream_time)}, record timestamp {iso(row.timestamp)}); "
-        f"dead-lettered without moving stream time"
+        f"clock (stream time {iso(stream_time)}, {second} {iso(clock)}); dead-lettered "
+        f"without moving stream time"
     )
 
 

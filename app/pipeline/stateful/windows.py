@@ -13,6 +13,7 @@ after a crash emits exactly the same windows.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -204,6 +205,9 @@ class Window:
         size, hop, grace, add = self.size, self.hop, self.grace, self.aggregate.add
         tumbling = hop == size
         skew, reach = self.max_skew, max(self.max_skew, size + grace)
+        # The event time's second clock (event_time.bounds): the record's Kafka timestamp, or,
+        # when that is the event time, the bridge's own (the one wall-clock read of a window).
+        wall = None if self._ts is not None else int(time.time() * 1000)
         # Accumulators touched by this batch, decoded once and encoded once per batch (a key
         # sees many records per batch): (partition view, window key) -> accumulator.
         accs: dict[tuple[StateView, bytes], Any] = {}
@@ -212,7 +216,8 @@ class Window:
                 continue
             key, ts, value = got
             view = views.of(row)
-            current, clock = stream_time(view), row.timestamp
+            current = stream_time(view)
+            clock = row.timestamp if wall is None else wall
             # Within both clocks' bounds (event_time.bounds) inline; anything else asks it.
             if (
                 current is None
@@ -221,7 +226,7 @@ class Window:
                 <= ts
                 <= (clock if current < clock else current) + skew
             ):
-                invalid = check_event_time(self.name, row, ts, current, skew, reach)
+                invalid = check_event_time(self.name, row, ts, current, clock, skew, reach)
                 if invalid is not None:  # a dead letter that leaves stream time unmoved
                     ctx.failures.append(Failure(row, self.name, invalid))
                     continue
