@@ -118,3 +118,61 @@ def test_a_far_future_event_time_is_a_dead_letter_and_the_good_records_all_count
         windows[window] = v["value"]
     assert windows == expected_windows
     assert sum(windows.values()) == GOOD  # every good record, each once
+
+
+def _seed_with_timestamps(
+    kafka: KafkaFixture, topic: str, p: int, records: list[tuple[int, bytes]]
+) -> None:
+    """``(Kafka timestamp, key)`` records into partition ``p``, all delivered."""
+    producer = kafka.producer(**{"enable.idempotence": True})
+    errors: list[str] = []
+    for i, (ts, key) in enumerate(records):
+        producer.produce(
+            topic, orjson.dumps({"i": i}), key, partition=p, timestamp=ts,
+            on_delivery=lambda err, _m: errors.append(str(err)) if err else None,
+        )  # fmt: skip
+        producer.poll(0)
+    assert producer.flush(60) == 0
+    assert not errors, errors[:3]
+
+
+def test_a_year_9999_kafka_timestamp_cannot_stall_a_window_on_kafka_time(
+    kafka: KafkaFixture, bridges: MakeBridge, tmp_path: Path
+) -> None:
+    """A topic that admits any timestamp (Kafka 4 refuses ones an hour ahead by default):
+    the window's second clock is then the bridge's own."""
+    no_limit = {"message.timestamp.after.max.ms": str(2**63 - 1)}
+    src = kafka.create_topic(kafka.unique("in"), 2, config=no_limit)
+    out = kafka.create_topic(kafka.unique("out"), 2)
+    dlq = kafka.create_topic(kafka.unique("dlq"), 1)
+    base = int(time.time() * 1000) // 1000 * 1000 - 3_600_000
+    expected_dead, expected_windows = set(), Counter[tuple[int, str, int]]()
+    for p in (0, 1):
+        records = [(base + 10 * i, b"k%d" % (i % 7)) for i in range(GOOD // 2)]
+        for ts, key in records:
+            expected_windows[(p, key.decode(), ts - ts % 1000)] += 1
+        bad_at = 0 if p == 0 else 300
+        records.insert(bad_at, (YEAR_9999, b"k1"))
+        records.append((base + 60_000, b"k0"))  # closes every window of the good records
+        expected_dead.add((p, bad_at))
+        _seed_with_timestamps(kafka, src, p, records)
+    spec = tmp_path / "spec.yaml"
+    spec.write_text("steps:\n  - window: {size: 1, aggregate: count, name: on-kafka-time}\n")
+    settings = base_settings(kafka, src, out, dlq, pipeline_spec=str(spec))
+    bridge = bridges(**settings).start()
+    wait_caught_up(kafka, settings["group_id"], src, 180, [bridge])
+    assert bridge.terminate() == 0
+    assert "aborting transaction" not in bridge.logs()
+
+    dead = {
+        (int(r.header("eos.dlq.source.partition") or b"-1"),
+         int(r.header("eos.dlq.source.offset") or b"-1")): r.header("eos.dlq.error.class")
+        for r in kafka.read_all(dlq)
+    }  # fmt: skip
+    assert dead == dict.fromkeys(expected_dead, b"InvalidEventTime")
+    windows: Counter[tuple[int, str, int]] = Counter()
+    for r in kafka.read_all(out):
+        v = orjson.loads(r.value or b"")
+        windows[(v["_source_partition"], v["key"], v["start"])] += v["value"]
+    assert windows == expected_windows
+    assert sum(windows.values()) == GOOD
