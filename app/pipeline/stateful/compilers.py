@@ -85,10 +85,8 @@ def _sum_spec(arg: Any, where: str) -> Step:
     return Sum(of=_row_expr(opts["field"], f"{where}.field"), name=_name(opts, "sum", where))
 
 
-_WINDOW_OPTIONS = {"size", "hop", "grace", "timestamp", "aggregate", "name"} | {
-    "max_event_time_skew",
-    "late_records",
-}
+_WINDOW_OPTIONS = {"size", "hop", "grace", "timestamp", "aggregate", "name"}
+_WINDOW_OPTIONS |= {"max_event_time_skew", "late_records"}  # event_time.py
 
 
 def _window_spec(arg: Any, where: str) -> Step:
