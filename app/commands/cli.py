@@ -24,7 +24,6 @@ from app.config import BridgeSettings, load_settings
 from app.errors import ConfigError
 from app.kafka.errors import describe
 from app.ops import logs
-from app.pipeline.builder import Pipeline
 
 EXIT_USAGE = 2
 
@@ -57,19 +56,9 @@ def cmd_check_config(args: argparse.Namespace) -> int:
         require_topics(settings, wanted_topics(settings), settings.startup_timeout)
     print(json.dumps(settings.masked(), indent=2, default=str))
     topics = ", topics exist" if args.check_topics else ""
-    summary = _pipeline_summary(pipeline) if len(pipeline) else "passthrough pipeline"
+    summary = pipeline.describe()
     print(f"eos-bridge: configuration ok: {summary}{topics}", file=sys.stderr)
     return 0
-
-
-def _pipeline_summary(pipeline: Pipeline) -> str:
-    """``pipeline of 5 steps (1 stateful: count 'clicks')``."""
-    stateful = [step for step in pipeline.steps if step.stateful]
-    steps = f"pipeline of {len(pipeline)} step{'s' if len(pipeline) != 1 else ''}"
-    if not stateful:
-        return f"{steps} (stateless)"
-    names = ", ".join(f"{type(step).__name__.lower()} {step.name!r}" for step in stateful)
-    return f"{steps} ({len(stateful)} stateful: {names})"
 
 
 def cmd_reset_state(args: argparse.Namespace) -> int:

@@ -9,11 +9,31 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Iterable
+from collections import Counter as Tally
+from collections.abc import Iterable, Iterator
 from importlib.metadata import PackageNotFoundError, version
 
 import confluent_kafka
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, ProcessCollector
+from prometheus_client.core import CounterMetricFamily
+from prometheus_client.registry import Collector
+
+# Late records per window step. Steps have no Metrics instance at hand, so they add to this
+# process-wide tally (once per batch) and every registry exports it, as ProcessCollector does.
+LATE_RECORDS: Tally[str] = Tally()
+
+
+class _LateRecords(Collector):
+    def collect(self) -> Iterator[CounterMetricFamily]:
+        family = CounterMetricFamily(
+            "eos_bridge_late_records",
+            "Records of a window step whose windows had all closed, by step (dropped or, with "
+            "late_records=dlq, dead-lettered; aborted transactions included)",
+            labels=["step"],
+        )
+        for step, count in sorted(LATE_RECORDS.items()):
+            family.add_metric([step], count)
+        yield family
 
 
 def _bridge_version() -> str:
@@ -31,6 +51,7 @@ class Metrics:
         r = self.registry
         # process_start_time_seconds & co.: the restart alert counts changes of the start time.
         ProcessCollector(registry=r)
+        r.register(_LateRecords())
         build = Gauge(
             "eos_bridge_build_info",
             "Always 1; the labels name the bridge, confluent-kafka and librdkafka versions",

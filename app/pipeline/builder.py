@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from app.errors import ConfigError
 from app.pipeline.record_steps import RecordApply, RecordFilter
+from app.pipeline.rename import rename_step
 from app.pipeline.stateful import Count, Dedupe, Sum, window
+from app.pipeline.stateful.event_time import DEFAULT_MAX_EVENT_TIME_SKEW
 from app.pipeline.steps import Apply, Filter, Step
 
 
@@ -51,6 +53,11 @@ class Pipeline:
         """Choose the output topic per record (None = the configured output topic)."""
         return self.then(_apply(fn, record, target="topic", name="route"))
 
+    def rename(self, names: Mapping[str, str] | None = None, /, **more: str) -> Pipeline:
+        """Rename fields of the value in place: ``.rename(user="customer")`` or
+        ``.rename({"user-id": "user_id"})`` for names that are no Python identifiers."""
+        return self.then(rename_step({**(names or {}), **more}))
+
     # Stateful steps (app.pipeline.stateful). Times are in seconds; ``name`` names the store
     # and its changelog topic: keep it stable.
 
@@ -69,13 +76,31 @@ class Pipeline:
     def window(
         self, size: float, hop: float | None = None, grace: float = 0.0,
         timestamp: Any = None, name: str = "window",
+        max_event_time_skew: float = DEFAULT_MAX_EVENT_TIME_SKEW, late_records: str = "drop",
     ) -> WindowBuilder:  # fmt: skip
-        """Event-time windows (tumbling unless ``hop``); finish with ``.aggregate(...)``."""
-        return WindowBuilder(self, size, hop, grace, timestamp, name)
+        """Event-time windows (tumbling unless ``hop``); finish with ``.aggregate(...)``.
+
+        An event time more than ``max_event_time_skew`` seconds ahead of the partition's clock
+        is dead-lettered (``InvalidEventTime``); late records are counted and dropped, or
+        dead-lettered with ``late_records="dlq"`` (``LateRecord``).
+        """
+        return WindowBuilder(
+            self, size, hop, grace, timestamp, name, max_event_time_skew, late_records
+        )
 
     @property
     def stateful(self) -> bool:
         return any(step.stateful for step in self.steps)
+
+    def describe(self) -> str:
+        """One line for ``check-config``: ``pipeline of 5 step(s), 1 stateful: 'clicks'``
+        (stateful steps by name, which names their stores and changelog topics)."""
+        if not self.steps:
+            return "passthrough pipeline"
+        stores = [repr(step.name) for step in self.steps if step.stateful]
+        if not stores:
+            return f"pipeline of {len(self.steps)} stateless step(s)"
+        return f"pipeline of {len(self.steps)} step(s), {len(stores)} stateful: {', '.join(stores)}"
 
     def __len__(self) -> int:
         return len(self.steps)
@@ -97,8 +122,8 @@ class WindowBuilder:
     def aggregate(self, kind: str = "count", of: Any = None) -> Pipeline:
         """``count``, or ``sum``/``min``/``max``/``mean`` of field ``of``; emits
         ``{"key", "start", "end", "value", "_source_*"}`` once per closed window."""
-        size, hop, grace, timestamp, name = self._window
-        return self._pipeline.then(window(size, hop, grace, kind, of, timestamp, name))
+        size, hop, grace, timestamp, name, skew, late = self._window
+        return self._pipeline.then(window(size, hop, grace, kind, of, timestamp, name, skew, late))
 
 
 def as_pipeline(obj: Any) -> Pipeline:

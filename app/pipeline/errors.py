@@ -11,7 +11,8 @@ Its class name is the dead letter's ``eos.dlq.error.class`` header (the README l
     ├── InvalidRoute                         a route gave a non-string or an empty string
     ├── UnknownRouteTopic                    a route named a topic that does not exist
     ├── AggregateOverflow                    sum/count/window aggregate out of range
-    └── InvalidEventTime                     a window's event time is not a usable number
+    ├── InvalidEventTime                     a window's event time is unusable or far off
+    └── LateRecord                           every window of the record closed (late_records=dlq)
 
 A step whose own code raises (an expression or a Python function: ``ValueError``,
 ``TypeError``, ``KeyError``, ``ZeroDivisionError``, a spec's ``ExpressionLimit``...) is
@@ -41,4 +42,11 @@ class AggregateOverflow(RecordError):
 
 
 class InvalidEventTime(RecordError):
-    """A window's event time is not a number of milliseconds within ±2**62."""
+    """A window's event time is not a number of milliseconds within ±2**62, or lies more than
+    ``max_event_time_skew`` ahead of (or far behind) its partition's clock; it does not move
+    stream time (:mod:`app.pipeline.stateful.event_time`)."""
+
+
+class LateRecord(RecordError):
+    """Every window that holds the record's event time had closed when it came; only with the
+    window's ``late_records=dlq`` (by default late records are dropped and counted)."""

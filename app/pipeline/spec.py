@@ -7,11 +7,13 @@
       - map: {id: id, user: user, cents: "int(amount * 100)"}   # project to these fields
       - set: {big: "amount > 100"}                               # add/replace fields
       - drop: [debug]                                            # remove fields
-      - key_by: user
+      - rename: {user: customer}                                 # rename fields in place
+      - key_by: customer
       - route: "'payments-big' if big else None"                 # None = output_topic
 
 Stateful steps (``dedupe``, ``count``, ``sum``, ``window``) compile in
-:mod:`app.pipeline.stateful.compilers`.
+:mod:`app.pipeline.stateful.compilers`. A step without options may be written bare
+(``- count``); every form, next to its Python twin, is in docs/pipelines.md.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from app.pipeline.builder import Pipeline
 from app.pipeline.expressions import ROW_META, fields_code, row_expression, row_function
 from app.pipeline.fusion import SpecPart
 from app.pipeline.record import Row
+from app.pipeline.rename import rename_step
 from app.pipeline.stateful.compilers import STATEFUL_COMPILERS, StepCompiler
 from app.pipeline.steps import Apply, Filter, Step, StepContext
 
@@ -148,6 +151,30 @@ def _route(arg: Any, where: str) -> Step:
     return _RowApply(expr, target="topic", name=where, spec_part=SpecPart("route", arg, where))
 
 
+@step_compiler("rename")
+def _rename(arg: Any, where: str) -> Step:
+    try:
+        return rename_step(arg, name=where)
+    except ConfigError as exc:
+        raise ConfigError(f"pipeline spec {exc}") from None
+
+
+# How each step is written, for the messages that show the right form.
+STEP_FORMS = {
+    "filter": '- filter: "amount > 0"',
+    "map": '- map: {id: id, cents: "int(amount * 100)"}',
+    "set": '- set: {cents: "int(amount * 100)"}',
+    "drop": "- drop: [debug, internal]",
+    "rename": "- rename: {user: customer}",
+    "key_by": "- key_by: user",
+    "route": "- route: \"'big' if amount > 100 else None\"",
+    "dedupe": "- dedupe: {by: id, ttl: 3600, name: dedupe}",
+    "count": "- count: {name: clicks-per-user}",
+    "sum": "- sum: {field: amount, name: spend}",
+    "window": "- window: {size: 60, timestamp: ts, aggregate: count, name: per-minute}",
+}
+
+
 def compile_spec(spec: Any, source: str = "spec") -> Pipeline:
     """Compile a parsed spec (``{"steps": [...]}``) into a :class:`Pipeline`."""
     if not isinstance(spec, dict) or not isinstance(spec.get("steps"), list):
@@ -155,15 +182,36 @@ def compile_spec(spec: Any, source: str = "spec") -> Pipeline:
     pipeline = Pipeline()
     for i, item in enumerate(spec["steps"]):
         where = f"{source} steps[{i}]"
-        if not isinstance(item, dict) or len(item) != 1:
-            raise ConfigError(f"pipeline spec {where}: each step is a one-key mapping")
-        ((kind, arg),) = item.items()
+        kind, arg = _step_item(item, where)
         compiler = STEP_COMPILERS.get(kind)
         if compiler is None:
             known = ", ".join(sorted(STEP_COMPILERS))
             raise ConfigError(f"pipeline spec {where}: unknown step {kind!r} (known: {known})")
-        pipeline.then(compiler(arg, f"{where}.{kind}"))
+        try:
+            pipeline.then(compiler(arg, f"{where}.{kind}"))
+        except ConfigError as exc:
+            if not isinstance(item, str):
+                raise
+            raise ConfigError(f"{exc}; write it as `{STEP_FORMS.get(kind, kind)}`") from None
     return pipeline
+
+
+def _step_item(item: Any, where: str) -> tuple[str, Any]:
+    """``(kind, options)`` of one entry of ``steps``: a one-key mapping, or a bare step name
+    (``- count``: the step with its default options)."""
+    if isinstance(item, str):
+        return item, None
+    if isinstance(item, dict) and len(item) == 1:
+        ((kind, arg),) = item.items()
+        return str(kind), arg
+    keys = sorted(map(str, item)) if isinstance(item, dict) else []
+    steps = [k for k in keys if k in STEP_COMPILERS]
+    hint = f"e.g. `{STEP_FORMS[steps[0]]}`" if steps else "e.g. `- count: {name: clicks}`"
+    got = f"got the keys {keys}" if keys else f"got {item!r}"
+    extra = " (are the options indented under the step?)" if len(steps) == 1 else ""
+    raise ConfigError(
+        f"pipeline spec {where}: each step is a one-key mapping, {hint}; {got}{extra}"
+    )
 
 
 def load_spec(path: Path) -> Pipeline:

@@ -11,6 +11,7 @@ from typing import Any
 
 from app.errors import ConfigError
 from app.pipeline.expressions import ROW_META, row_expression, translate
+from app.pipeline.stateful.event_time import DEFAULT_MAX_EVENT_TIME_SKEW
 from app.pipeline.stateful.keyed import Count, Dedupe, Sum
 from app.pipeline.stateful.kit import RowFn
 from app.pipeline.stateful.windows import window
@@ -84,10 +85,15 @@ def _sum_spec(arg: Any, where: str) -> Step:
     return Sum(of=_row_expr(opts["field"], f"{where}.field"), name=_name(opts, "sum", where))
 
 
+_WINDOW_OPTIONS = {"size", "hop", "grace", "timestamp", "aggregate", "name"}
+_WINDOW_OPTIONS |= {"max_event_time_skew", "late_records"}  # event_time.py
+
+
 def _window_spec(arg: Any, where: str) -> Step:
     """``window: {size, hop, grace, timestamp: <expr, ms>, aggregate: count | {sum: <expr>},
-    name}`` — times in seconds; aggregate one of count, sum, min, max, mean."""
-    opts = _options(arg, where, {"size", "hop", "grace", "timestamp", "aggregate", "name"})
+    name, max_event_time_skew, late_records: drop | dlq}`` — times in seconds; aggregate one of
+    count, sum, min, max, mean."""
+    opts = _options(arg, where, _WINDOW_OPTIONS)
     aggregate: Any = opts.get("aggregate", "count")
     kind, of = aggregate, None
     if isinstance(aggregate, dict) and len(aggregate) == 1:
@@ -98,8 +104,13 @@ def _window_spec(arg: Any, where: str) -> Step:
     ts = _row_expr(opts["timestamp"], f"{where}.timestamp") if "timestamp" in opts else None
     size: Any = opts.get("size")  # validated (required, seconds) by window()
     name = _name(opts, "window", where)
+    skew = opts.get("max_event_time_skew", DEFAULT_MAX_EVENT_TIME_SKEW)
+    late = opts.get("late_records", "drop")
     return _located(
-        where, lambda: window(size, opts.get("hop"), opts.get("grace", 0.0), kind, of, ts, name)
+        where,
+        lambda: window(
+            size, opts.get("hop"), opts.get("grace", 0.0), kind, of, ts, name, skew, late
+        ),
     )
 
 

@@ -4,19 +4,30 @@ A window ``[start, start + size)`` has ``start`` a multiple of ``hop`` (tumbling
 Stream time is the largest event time seen on the input partition (kept in state, so it
 survives recovery). A window *closes* when stream time reaches ``end + grace``: its final result
 is emitted once and its state deleted. A record whose window is already closed is late and
-ignored for that window. Results only depend on the order of records in the partition, never on
-batch or checkpoint boundaries, so a replay after a crash emits exactly the same windows.
+ignored for that window; a record late for every window it falls in is counted and dropped, or
+dead-lettered (``late_records``). An event time far from the partition's clock is a dead letter
+that does not move stream time (``max_event_time_skew``, :mod:`.event_time`). Results only depend
+on the order of records in the partition, never on batch or checkpoint boundaries, so a replay
+after a crash emits exactly the same windows.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from app.errors import ConfigError
+from app.ops.metrics import LATE_RECORDS
 from app.pipeline.errors import AggregateOverflow
 from app.pipeline.record import Failure, Row
+from app.pipeline.stateful.event_time import (
+    DEFAULT_MAX_EVENT_TIME_SKEW,
+    check_event_time,
+    check_late_records,
+    late_record,
+)
 from app.pipeline.stateful.kit import (
     Extractor,
     FieldSpec,
@@ -147,6 +158,10 @@ class Window:
         timestamp: event time in ms (field name, function of the value or RowFn); default:
             the Kafka record timestamp.
         name: step name = store name.
+        max_skew: how far ahead of the partition's clock an event time may be, in ms
+            (``max_event_time_skew``); further is an ``InvalidEventTime`` dead letter.
+        late: ``drop`` (count and drop late records, as Kafka Streams) or ``dlq`` (count and
+            dead-letter them as ``LateRecord``).
     """
 
     size: int
@@ -155,6 +170,8 @@ class Window:
     aggregate: Aggregation
     timestamp: FieldSpec | None = None
     name: str = "window"
+    max_skew: int = round(DEFAULT_MAX_EVENT_TIME_SKEW * 1000)
+    late: str = "drop"
     stateful: bool = True
     _ts: Extractor | None = field(default=None, init=False, repr=False)
 
@@ -164,6 +181,12 @@ class Window:
                 f"window {self.name!r}: need size > 0, 0 < hop <= size, grace >= 0 "
                 f"(got size={self.size} ms, hop={self.hop} ms, grace={self.grace} ms)"
             )
+        if self.max_skew <= 0:
+            raise ConfigError(
+                f"window {self.name!r}: max_event_time_skew must be positive "
+                f"(got {self.max_skew} ms)"
+            )
+        check_late_records(self.late, self.name)
         self._ts = None if self.timestamp is None else extractor(self.timestamp)
 
     @property
@@ -177,8 +200,13 @@ class Window:
     def __call__(self, rows: list[Row], ctx: StepContext) -> list[Row]:
         views = Views(require_state(ctx, self.name), self.name)
         last: dict[tuple[str, int], Row] = {}
+        late: list[tuple[Row, int, int]] = []  # (row, event time, stream time)
         size, hop, grace, add = self.size, self.hop, self.grace, self.aggregate.add
         tumbling = hop == size
+        skew, reach = self.max_skew, max(self.max_skew, size + grace)
+        # The event time's second clock (event_time.bounds): the record's Kafka timestamp, or,
+        # when that is the event time, the bridge's own (the one wall-clock read of a window).
+        wall = None if self._ts is not None else int(time.time() * 1000)
         # Accumulators touched by this batch, decoded once and encoded once per batch (a key
         # sees many records per batch): (partition view, window key) -> accumulator.
         accs: dict[tuple[StateView, bytes], Any] = {}
@@ -188,13 +216,29 @@ class Window:
             key, ts, value = got
             view = views.of(row)
             current = stream_time(view)
+            clock = row.timestamp if wall is None else wall
+            # Within both clocks' bounds (event_time.bounds) inline; anything else asks it.
+            if (
+                current is None
+                or clock <= 0
+                or not (current if current < clock else clock) - reach
+                <= ts
+                <= (clock if current < clock else current) + skew
+            ):
+                invalid = check_event_time(self.name, row, ts, current, clock, skew, reach)
+                if invalid is not None:  # a dead letter that leaves stream time unmoved
+                    ctx.failures.append(Failure(row, self.name, invalid))
+                    continue
             now = ts if current is None or ts > current else current
             starts = (ts - ts % size,) if tumbling else window_starts(ts, size, hop)
+            # Closed windows are skipped (is_closed): their results are already out.
+            starts = [start for start in starts if start + size + grace > now]
+            if not starts:
+                late.append((row, ts, now))
+                continue
             updates = []
             try:
                 for start in starts:
-                    if start + size + grace <= now:
-                        continue  # late for this window (is_closed): its result is already out
                     wkey = WINDOW_PREFIX + encode_int(start) + key
                     slot = (view, wkey)
                     acc = accs.get(slot, _UNREAD)
@@ -209,6 +253,13 @@ class Window:
             accs.update(updates)
             view.memo["t"] = now
             last[(row.source_topic, row.partition)] = row
+        self._late(late, ctx)
+        return self._write(accs, views, last)
+
+    def _write(
+        self, accs: dict[tuple[StateView, bytes], Any], views: Views, last: dict[Any, Row]
+    ) -> list[Row]:
+        """Store the batch's accumulators and stream times; the windows that closed."""
         dumps = json.dumps
         for (view, wkey), acc in accs.items():
             view.set(wkey, dumps(acc))
@@ -218,6 +269,16 @@ class Window:
             persist_stream_time(view)
             out += self._close(view, row)
         return out
+
+    def _late(self, late: list[tuple[Row, int, int]], ctx: StepContext) -> None:
+        """Count the batch's late records; with ``late_records=dlq`` dead-letter them too."""
+        if not late:
+            return
+        LATE_RECORDS[self.name] += len(late)
+        if self.late == "dlq":
+            for row, ts, now in late:
+                error = late_record(self.name, row, ts, now, self.size, self.grace)
+                ctx.failures.append(Failure(row, self.name, error))
 
     def _close(self, view: StateView, trigger: Row) -> list[Row]:
         now = stream_time(view)
@@ -254,11 +315,17 @@ def window(
     of: FieldSpec | None = None,
     timestamp: FieldSpec | None = None,
     name: str = "window",
+    max_event_time_skew: float = DEFAULT_MAX_EVENT_TIME_SKEW,
+    late_records: str = "drop",
 ) -> Window:
     """A tumbling (``hop`` None) or hopping window; times in seconds."""
     size_ms = milliseconds(size, f"window {name!r} size")
     assert size_ms is not None
     hop_ms = size_ms if hop is None else milliseconds(hop, f"window {name!r} hop")
     grace_ms = milliseconds(grace, f"window {name!r} grace")
-    assert hop_ms is not None and grace_ms is not None
-    return Window(size_ms, hop_ms, grace_ms, Aggregate(aggregate, of), timestamp, name)
+    skew_ms = milliseconds(max_event_time_skew, f"window {name!r} max_event_time_skew")
+    assert hop_ms is not None and grace_ms is not None and skew_ms is not None
+    return Window(
+        size_ms, hop_ms, grace_ms, Aggregate(aggregate, of), timestamp, name, skew_ms,
+        late_records,
+    )  # fmt: skip

@@ -11,7 +11,6 @@ from pathlib import Path
 
 import pytest
 
-from app.commands.cli import _pipeline_summary
 from app.config import load_settings
 from app.pipeline.builder import Pipeline
 from tests.support.cli import eos_bridge
@@ -69,7 +68,7 @@ def test_run_with_a_broken_pipeline_logs_one_error_and_exits_2(modules: dict[str
 def test_check_config_compiles_a_good_pipeline(modules: dict[str, str]) -> None:
     result = eos_bridge("check-config", "--pipeline", "good:pipeline", env={**BASE, **modules})
     assert result.code == 0, result.stderr
-    assert "configuration ok: pipeline of 1 step (stateless)" in result.stderr
+    assert "configuration ok: pipeline of 1 stateless step(s)" in result.stderr
 
 
 def test_spec_with_an_unknown_step(tmp_path: Path) -> None:
@@ -144,6 +143,6 @@ def test_version_and_help_list_settings_with_their_env_names() -> None:
 
 def test_check_config_counts_the_stateful_steps_and_hides_test_hooks() -> None:
     pipeline = Pipeline().filter(lambda v: True).count(name="clicks").map(lambda v: v)
-    assert _pipeline_summary(pipeline) == "pipeline of 3 steps (1 stateful: count 'clicks')"
+    assert pipeline.describe() == "pipeline of 3 step(s), 1 stateful: 'clicks'"
     settings = load_settings(input_topics=["in"], output_topic="out", fault_abort_every=3)
     assert "fault_abort_every" not in settings.masked()
