@@ -1,0 +1,103 @@
+"""Schema-ID translation between two registries, and the ``passthrough`` mode.
+
+A bridge between two clusters usually sits between two registries: the 4-byte schema ID of a
+record means nothing in the other one. :class:`SchemaTranslator` gives the record the target
+registry's ID for the same schema (registering it there under the subject strategy if absent)
+and leaves the payload untouched; mappings are cached, so the registries are asked once per
+(topic, source ID).
+"""
+
+from __future__ import annotations
+
+import io
+
+from confluent_kafka.schema_registry import Schema, SchemaRegistryError
+from confluent_kafka.schema_registry.common.serde import SchemaId
+from confluent_kafka.serialization import MessageField
+
+from app.serde.registry import (
+    RegistryConfigError,
+    RegistrySettings,
+    SchemaSettings,
+    UnknownSchemaId,
+    is_registry_error,
+    parse_header,
+    record_name,
+    registry_failure,
+    subject_name,
+)
+
+
+class SchemaTranslator:
+    """Rewrites the schema ID of wire-format bytes from a source registry to a target one.
+
+    The schema is looked up in the source registry once per source ID and registered (or
+    found) in the target under the subject strategy; the ID mapping is cached per subject.
+
+    Args:
+        source: settings of the registry the input bytes' IDs belong to.
+        target: settings of the registry the output's IDs must resolve in.
+        schema: subject strategy and normalization used in the target.
+        field: key or value (the subject's suffix under the topic strategy).
+    """
+
+    def __init__(
+        self,
+        source: RegistrySettings,
+        target: RegistrySettings,
+        schema: SchemaSettings,
+        field: MessageField,
+    ) -> None:
+        self._source, self._target = source, target
+        self._source_client, self._target_client = source.client(), target.client()
+        self._schema, self._field = schema, field
+        self._ids: dict[tuple[str, int], int] = {}
+
+    def translate(self, data: bytes | None, topic: str) -> bytes | None:
+        """``data`` with the target registry's ID for the same schema (None stays None)."""
+        if data is None:
+            return None
+        source_id = parse_header(data)
+        schema = self._source_schema(source_id)
+        framing = SchemaId(schema.schema_type or "AVRO")
+        payload = framing.from_bytes(io.BytesIO(data)).read()
+        target_id = self._ids.get((topic, source_id))
+        if target_id is None:
+            target_id = self._register(schema, topic, framing.message_indexes)
+            self._ids[(topic, source_id)] = target_id
+        return (
+            SchemaId(framing.schema_type, target_id, None, framing.message_indexes).id_to_bytes()
+            + payload
+        )
+
+    def _source_schema(self, schema_id: int) -> Schema:
+        try:
+            return self._source_client.get_schema(schema_id)
+        except Exception as exc:
+            if isinstance(exc, SchemaRegistryError) and exc.http_status_code == 404:
+                raise UnknownSchemaId(
+                    f"schema ID {schema_id} unknown to source registry {self._source.safe_url}"
+                ) from exc
+            if is_registry_error(exc):
+                raise registry_failure(exc, self._source.safe_url, None) from exc
+            raise
+
+    def _register(self, schema: Schema, topic: str, indexes: list[int] | None) -> int:
+        if schema.references:
+            raise RegistryConfigError(
+                f"topic {topic}: a schema with references cannot be translated yet"
+            )
+        record = record_name(schema, indexes)
+        subject = subject_name(self._schema.subject_strategy, topic, self._field, record)
+        copy = Schema(schema.schema_str, schema.schema_type or "AVRO")
+        try:
+            return self._target_client.register_schema(subject, copy, self._schema.normalize)
+        except Exception as exc:
+            if is_registry_error(exc):
+                raise registry_failure(exc, self._target.safe_url, subject) from exc
+            raise
+
+
+def passthrough(data: bytes | None, topic: str) -> bytes | None:
+    """The ``passthrough`` mode: the bytes untouched, schema ID and all."""
+    return data
