@@ -143,6 +143,11 @@ class RegistrySettings(BaseModel):
                 raise ValueError(f"registry url {one.strip()!r} must start with http(s)://")
         return url
 
+    def __repr_args__(self) -> Any:
+        # A URL may carry user:password; repr and str show it without.
+        for name, value in super().__repr_args__():
+            yield name, (self.safe_url if name == "url" else value)
+
     @property
     def safe_url(self) -> str:
         """The URL(s) without any user:password, for messages and logs."""
@@ -228,8 +233,8 @@ def registry_failure(exc: Exception, registry: str, subject: str | None) -> Brid
         return RegistryUnavailable(f"schema registry {registry} answered {status}{about}: {said}")
     if status in (401, 403):
         return RegistryAccessDenied(
-            f"schema registry {registry} refused the credentials ({status}): set basic_auth "
-            f"or the TLS client certificate; it said: {said}"
+            f"schema registry {registry} refused the credentials ({status}){about}: set "
+            f"basic_auth or the TLS client certificate; it said: {said}"
         )
     if status == 409:
         return SchemaIncompatible(f"schema refused{about} by {registry} (409): {said}")
