@@ -18,13 +18,11 @@ from confluent_kafka.serialization import MessageField
 
 from app.errors import ConfigError
 from app.serde.registry import (
-    Deserialize,
-    RegistryCodec,
     RegistrySettings,
     SchemaSettings,
-    Serialize,
     load_schema_text,
 )
+from app.serde.registry_codec import Deserialize, RegistryCodec, Serialize
 
 
 class AvroCodec(RegistryCodec):

@@ -42,13 +42,11 @@ from google.protobuf.message import Message
 
 from app.errors import ConfigError
 from app.serde.registry import (
-    Deserialize,
-    RegistryCodec,
     RegistrySettings,
     SchemaSettings,
-    Serialize,
     message_full_name,
 )
+from app.serde.registry_codec import Deserialize, RegistryCodec, Serialize
 
 MessageClass = type[Message]
 
