@@ -1,5 +1,5 @@
-"""The codecs' errors when the registry answers badly: a fake registry on loopback answers
-each request with the status the test chose (no real registry, no broker)."""
+"""The codecs against a fake registry on loopback that answers each request with the status
+(and body) the test chose: errors by class, and one request per schema ID, not per record."""
 
 from __future__ import annotations
 
@@ -33,6 +33,7 @@ class FakeRegistry(ThreadingHTTPServer):
 
     status = 200
     error_code = 0  # what Apicurio sends with a 409: the codecs must not need it
+    body: dict[str, object] | None = None  # the answer when status is 200
 
     def __init__(self) -> None:
         super().__init__(("127.0.0.1", 0), _Handler)
@@ -50,7 +51,8 @@ class _Handler(BaseHTTPRequestHandler):
         self.server.requests.append(f"{self.command} {self.path}")
         length = int(self.headers.get("Content-Length") or 0)
         self.rfile.read(length)
-        body = json.dumps({"error_code": self.server.error_code, "message": "the fake said no"})
+        answer = {"error_code": self.server.error_code, "message": "the fake said no"}
+        body = json.dumps(self.server.body if self.server.status == 200 else answer)
         self.send_response(self.server.status)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(body)))
@@ -127,3 +129,11 @@ def test_refusals_at_start_are_config_errors_naming_the_subject(
         fake.status = status
         with pytest.raises(expected, match="'orders-value'"):
             codec(fake.url, schema_file, **schema).prepare("orders")
+
+
+def test_a_writer_schema_is_fetched_once_per_id_not_per_record(fake: FakeRegistry) -> None:
+    fake.body = {"schema": json.dumps(SCHEMA), "schemaType": "AVRO", "references": []}
+    reader = codec(fake.url)
+    values = [reader.decode(b"\x00\x00\x00\x00\x2a" + bytes([2 * i]), "orders") for i in range(50)]
+    assert values == [{"id": i} for i in range(50)]
+    assert fake.requests == ["GET /apis/ccompat/v7/schemas/ids/42"]
