@@ -145,6 +145,49 @@ def test_avro_v1_and_v2_records_read_with_the_v2_reader_get_defaults(
     ]
 
 
+def test_protobuf_records_read_with_a_newer_reader_proto_get_defaults(
+    registry: RegistryFixture, tmp_path: Path
+) -> None:
+    topic = registry.unique("proto-evolve")
+    writer = ProtobufCodec(
+        registry.settings(), SchemaSettings(schema_file=write(tmp_path, "v1.proto", USER_PROTO))
+    )
+    encoded = writer.encode({"id": 5, "name": "ada"}, topic)
+    v2 = USER_PROTO.replace("}\n", "  string tier = 4;\n}\n")
+    reader = ProtobufCodec(
+        registry.settings(), SchemaSettings(schema_file=write(tmp_path, "v2.proto", v2))
+    )
+    assert reader.decode(encoded, topic) == {"id": 5, "name": "ada", "tags": [], "tier": ""}
+
+
+def test_a_closed_json_schema_may_add_a_property_under_backward(
+    registry: RegistryFixture, tmp_path: Path
+) -> None:
+    topic = registry.unique("json-evolve")
+    v1 = SchemaSettings(schema_file=write(tmp_path, "v1.json", USER_JSON))
+    old = JsonSchemaCodec(registry.settings(), v1).encode({"id": 1, "name": "a"}, topic)
+    props = {**USER_JSON["properties"], "tier": {"type": "string"}}  # type: ignore[dict-item]
+    v2 = SchemaSettings(schema_file=write(tmp_path, "v2.json", {**USER_JSON, "properties": props}))
+    codec = JsonSchemaCodec(registry.settings(), v2)
+    new = codec.encode({"id": 2, "name": "b", "tier": "gold"}, topic)
+    assert parse_header(old or b"") != parse_header(new or b"")
+    assert [codec.decode(b, topic) for b in (old, new)] == [
+        {"id": 1, "name": "a"}, {"id": 2, "name": "b", "tier": "gold"},
+    ]  # fmt: skip
+
+
+def test_a_key_codec_registers_the_key_subject(registry: RegistryFixture, tmp_path: Path) -> None:
+    topic = registry.unique("keys")
+    key_schema = SchemaSettings(schema_file=write(tmp_path, "key.avsc", '"string"'))
+    codec = AvroCodec(registry.settings(), key_schema, MessageField.KEY)
+    encoded = codec.encode("customer-7", topic)
+    assert (
+        parse_header(encoded or b"")
+        == registry.client().get_latest_version(f"{topic}-key").schema_id
+    )
+    assert codec.decode(encoded, topic) == "customer-7"
+
+
 # ---- record errors --------------------------------------------------------------------------
 
 
