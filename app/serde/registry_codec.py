@@ -66,6 +66,7 @@ class RegistryCodec:
         self.registry, self.settings, self.field = registry, schema, field
         self.client = client or registry.client()
         self._serializer: Serialize | None = None
+        self._writers: dict[int, Schema] = {}  # schema ID -> writer schema, asked once
 
     # -- hooks ------------------------------------------------------------------------------
 
@@ -98,7 +99,7 @@ class RegistryCodec:
         if data is None:
             return None
         schema_id = parse_header(data)
-        writer = self._writer_schema(schema_id, topic)
+        writer = self._writers.get(schema_id) or self._writer_schema(schema_id, topic)
         try:
             return self._from_library(self._deserializer(data, schema_id, writer)(data, None))
         except Exception as exc:
@@ -168,9 +169,9 @@ class RegistryCodec:
         self.client.close()
 
     def _writer_schema(self, schema_id: int, topic: str) -> Schema:
-        """The writer schema of ``schema_id``: one request per ID, then the client's cache."""
+        """The writer schema of ``schema_id``: one request per ID, then kept in ``_writers``."""
         try:
-            return self.client.get_schema(schema_id, None, self._writer_format)
+            writer = self.client.get_schema(schema_id, None, self._writer_format)
         except Exception as exc:
             if isinstance(exc, SchemaRegistryError) and exc.http_status_code == 404:
                 raise UnknownSchemaId(
@@ -179,6 +180,8 @@ class RegistryCodec:
             if is_registry_error(exc):
                 raise registry_failure(exc, self.registry.safe_url, None) from exc
             raise
+        self._writers[schema_id] = writer
+        return writer
 
     _writer_format: str | None = None
 
