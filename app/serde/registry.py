@@ -18,13 +18,15 @@ Errors, by class and HTTP status, never by message text::
     RegistryConfigError (ConfigError)   refuse to start, one line naming the subject
     ├── SchemaIncompatible              HTTP 409: the schema breaks the subject's compatibility
     ├── SchemaNotRegistered             HTTP 404 on lookup (auto-registration off)
-    └── RegistryAccessDenied            HTTP 401/403: credentials
+    ├── RegistryAccessDenied            HTTP 401/403: credentials
+    └── RegistryCertificateRefused      the registry's certificate does not verify
 """
 
 from __future__ import annotations
 
 import base64
 import json
+import ssl
 from collections.abc import Callable
 from enum import StrEnum
 from pathlib import Path
@@ -101,6 +103,10 @@ class RegistryAccessDenied(RegistryConfigError):
     """HTTP 401/403: wrong or missing registry credentials."""
 
 
+class RegistryCertificateRefused(RegistryConfigError):
+    """The registry's TLS certificate does not verify against ``ca_location``."""
+
+
 # ---- settings -------------------------------------------------------------------------------
 
 
@@ -170,8 +176,18 @@ class RegistrySettings(BaseModel):
         return conf
 
     def client(self) -> SchemaRegistryClient:
-        """A new client for this registry."""
-        return SchemaRegistryClient(self.client_conf())
+        """A new client for this registry.
+
+        Raises:
+            RegistryConfigError: a TLS file cannot be read or the key password is wrong.
+        """
+        try:
+            return SchemaRegistryClient(self.client_conf())
+        except (OSError, ValueError) as exc:  # ssl.SSLError is an OSError
+            raise RegistryConfigError(
+                f"schema registry {self.safe_url}: ca_location, cert_location, key_location or "
+                f"key_password is not usable: {exc}"
+            ) from exc
 
 
 class SchemaSettings(BaseModel):
@@ -226,6 +242,11 @@ def registry_failure(exc: Exception, registry: str, subject: str | None) -> Brid
         subject: the subject the call was about, for the message.
     """
     about = f" for subject {subject!r}" if subject else ""
+    if _caused_by(exc, ssl.SSLCertVerificationError):
+        return RegistryCertificateRefused(
+            f"schema registry {registry}: its TLS certificate does not verify{about}; set "
+            f"ca_location to the CA that signed it ({exc})"
+        )
     if not isinstance(exc, SchemaRegistryError):
         return RegistryUnavailable(f"schema registry {registry} unreachable{about}: {exc!r}")
     status, said = exc.http_status_code, exc.error_message
@@ -241,6 +262,18 @@ def registry_failure(exc: Exception, registry: str, subject: str | None) -> Brid
     if status == 404:
         return SchemaNotRegistered(f"no such schema{about} in {registry} (404): {said}")
     return RegistryConfigError(f"schema registry {registry} answered {status}{about}: {said}")
+
+
+def _caused_by(exc: BaseException, kind: type[BaseException]) -> bool:
+    """``exc`` or an exception in its cause chain is a ``kind``."""
+    seen: BaseException | None = exc
+    for _ in range(10):  # causes can loop through __context__
+        if seen is None:
+            return False
+        if isinstance(seen, kind):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
 
 
 def is_registry_error(exc: BaseException) -> bool:

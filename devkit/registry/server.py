@@ -9,14 +9,17 @@ from __future__ import annotations
 import json
 import os
 import signal
+import ssl
 import subprocess
 import time
 import urllib.error
 import urllib.request
 from contextlib import suppress
 from pathlib import Path
+from typing import Any
 
 from devkit.kafka.cluster import die_with_parent, free_port
+from devkit.kafka.security import DevSecurity
 from devkit.registry.build import ensure_registry_app, require_java
 
 _STATE_FILE = "registry.json"
@@ -39,6 +42,8 @@ class LocalRegistry:
         tied_to_parent: the registry dies with this Python process (tests); False for the
             long-lived registry of ``python -m devkit.registry``.
         heap: JVM max heap.
+        secure: serve HTTPS only, with a certificate for 127.0.0.1 signed by a dev CA made at
+            start (``ca``; the same key material as the secure dev broker's).
     """
 
     def __init__(
@@ -48,8 +53,10 @@ class LocalRegistry:
         *,
         tied_to_parent: bool = True,
         heap: str = "256m",
+        secure: bool = False,
     ) -> None:
         self.directory = directory
+        self.security = DevSecurity(directory / "security") if secure else None
         self.tied_to_parent = tied_to_parent
         self.heap = heap
         self._fixed_port = port
@@ -59,8 +66,13 @@ class LocalRegistry:
 
     @property
     def base(self) -> str:
-        """``http://127.0.0.1:PORT``: health and Apicurio's own API live under it."""
-        return f"http://127.0.0.1:{self.port}"
+        """``http(s)://127.0.0.1:PORT``: health and Apicurio's own API live under it."""
+        return f"{'https' if self.security else 'http'}://127.0.0.1:{self.port}"
+
+    @property
+    def ca(self) -> Path | None:
+        """The CA that signed a secure registry's certificate (the clients' ``ca_location``)."""
+        return self.security.ca if self.security else None
 
     @property
     def url(self) -> str:
@@ -77,6 +89,8 @@ class LocalRegistry:
         jar = ensure_registry_app()
         java = require_java()
         self.directory.mkdir(parents=True, exist_ok=True)
+        if self.security is not None:
+            self.security.make_certificates()
         for attempt in range(1, attempts + 1):
             self._launch(java, jar)
             try:
@@ -114,7 +128,7 @@ class LocalRegistry:
     def ready(self) -> bool:
         """``/health/ready`` answers 200 right now."""
         try:
-            with urllib.request.urlopen(f"{self.base}/health/ready", timeout=2) as response:
+            with self._open(f"{self.base}/health/ready", timeout=2) as response:
                 return int(response.status) == 200
         except (OSError, urllib.error.URLError):
             return False
@@ -138,7 +152,7 @@ class LocalRegistry:
             headers={"Content-Type": "application/vnd.schemaregistry.v1+json"},
             method="PUT",
         )
-        with urllib.request.urlopen(request, timeout=10) as response:
+        with self._open(request, timeout=10) as response:
             if int(response.status) != 200:
                 raise LocalRegistryError(f"PUT {path} answered {response.status}")
 
@@ -152,11 +166,26 @@ class LocalRegistry:
 
     # ---- internals -------------------------------------------------------------------------
 
+    def _open(self, request: str | urllib.request.Request, timeout: float) -> Any:
+        context = ssl.create_default_context(cafile=self.ca) if self.security else None
+        return urllib.request.urlopen(request, timeout=timeout, context=context)
+
+    def _listener(self) -> list[str]:
+        if self.security is None:
+            return [f"-Dquarkus.http.port={self.port}"]
+        tls = self.security.directory
+        return [
+            f"-Dquarkus.http.ssl-port={self.port}", "-Dquarkus.http.port=0",
+            "-Dquarkus.http.insecure-requests=disabled",
+            f"-Dquarkus.http.ssl.certificate.files={tls / 'broker.pem'}",
+            f"-Dquarkus.http.ssl.certificate.key-files={tls / 'broker.key'}",
+        ]  # fmt: skip
+
     def _launch(self, java: str, jar: Path) -> None:
         cmd = [
             java, f"-Xmx{self.heap}", "-XX:+ExitOnOutOfMemoryError", "-Djava.awt.headless=true",
-            f"{_MARKER}{self.directory}", "-Dquarkus.http.host=127.0.0.1",
-            f"-Dquarkus.http.port={self.port}", "-jar", str(jar),
+            f"{_MARKER}{self.directory}", "-Dquarkus.http.host=127.0.0.1", *self._listener(),
+            "-jar", str(jar),
         ]  # fmt: skip
         with open(self.directory / _LOG, "ab") as out:
             self._proc = subprocess.Popen(
@@ -169,7 +198,7 @@ class LocalRegistry:
                 preexec_fn=die_with_parent if self.tied_to_parent else None,
             )
         self.pid = self._proc.pid
-        state = {"pid": self.pid, "port": self.port, "url": self.url}
+        state = {"pid": self.pid, "port": self.port, "url": self.url, "secure": bool(self.security)}
         (self.directory / _STATE_FILE).write_text(json.dumps(state, indent=2))
 
     def _reap(self, timeout: float) -> None:
@@ -198,7 +227,9 @@ class LocalRegistry:
         if not path.exists():
             return None
         state = json.loads(path.read_text())
-        registry = cls(directory, int(state["port"]), tied_to_parent=False)
+        registry = cls(
+            directory, int(state["port"]), tied_to_parent=False, secure=bool(state.get("secure"))
+        )
         registry.pid = int(state["pid"])
         return registry
 

@@ -25,6 +25,8 @@ from app.serde.registry import (
     NotWireFormat,
     OutputNotEncodable,
     RecordUndecodable,
+    RegistryCertificateRefused,
+    RegistrySettings,
     RegistryUnavailable,
     SchemaIncompatible,
     SchemaSettings,
@@ -33,6 +35,7 @@ from app.serde.registry import (
     parse_header,
 )
 from app.serde.translate import SchemaTranslator, passthrough
+from devkit.registry import LocalRegistry
 from tests.support.registry import RegistryFixture
 
 pytestmark = pytest.mark.integration
@@ -289,6 +292,24 @@ def test_subject_strategies_name_the_registered_subject(
         encoded = AvroCodec(registry.settings(), settings).encode({"id": 1, "name": "x"}, topic)
         registered = registry.client().get_latest_version(subject)
         assert parse_header(encoded or b"") == registered.schema_id
+
+
+def test_a_registry_over_tls_needs_its_ca(tmp_path: Path, avro_file: Path) -> None:
+    secure = LocalRegistry(tmp_path / "tls-registry", secure=True).start()
+    try:
+        assert secure.url.startswith("https://")
+        trusted = RegistrySettings(url=secure.url, ca_location=secure.ca)
+        codec = AvroCodec(trusted, SchemaSettings(schema_file=avro_file))
+        assert codec.decode(codec.encode({"id": 1, "name": "x"}, "tls"), "tls") == {
+            "id": 1, "name": "x",
+        }  # fmt: skip
+        untrusted = AvroCodec(
+            RegistrySettings(url=secure.url), SchemaSettings(schema_file=avro_file)
+        )
+        with pytest.raises(RegistryCertificateRefused):
+            untrusted.prepare("tls")
+    finally:
+        secure.stop()
 
 
 # ---- translation ----------------------------------------------------------------------------

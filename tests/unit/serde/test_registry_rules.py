@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import json
+import ssl
 from pathlib import Path
 
 import pytest
@@ -19,6 +20,7 @@ from app.serde.registry import (
     NotWireFormat,
     RecordUndecodable,
     RegistryAccessDenied,
+    RegistryCertificateRefused,
     RegistryConfigError,
     RegistrySettings,
     RegistryUnavailable,
@@ -32,6 +34,7 @@ from app.serde.registry import (
     registry_failure,
     subject_name,
 )
+from devkit.kafka.security import DevSecurity
 
 URL = "http://127.0.0.1:1/apis/ccompat/v7"
 
@@ -139,3 +142,20 @@ def test_a_proto_that_does_not_compile_names_the_file(tmp_path: Path) -> None:
     assert compile_proto(good).DESCRIPTOR.full_name == "p.A"
     with pytest.raises(ConfigError, match="'B'"):
         compile_proto(good, "B")
+
+
+def test_a_certificate_that_does_not_verify_is_a_config_error() -> None:
+    refused = httpx.ConnectError("handshake")
+    refused.__cause__ = ssl.SSLCertVerificationError("certificate verify failed")
+    assert isinstance(registry_failure(refused, URL, None), RegistryCertificateRefused)
+
+
+def test_tls_client_settings_load_the_key_with_its_password(tmp_path: Path) -> None:
+    tls = DevSecurity(tmp_path / "tls")
+    tls.make_certificates()  # the client key is encrypted with client_key_password
+    mtls = {"ca_location": tls.ca, "cert_location": tls.client_cert, "key_location": tls.client_key}
+    RegistrySettings(url=URL, key_password=tls.client_key_password, **mtls).client().close()  # type: ignore[arg-type]
+    with pytest.raises(RegistryConfigError, match="key_password"):
+        RegistrySettings(url=URL, key_password="wrong", **mtls).client()  # type: ignore[arg-type]
+    with pytest.raises(RegistryConfigError):
+        RegistrySettings(url=URL, ca_location=tmp_path / "missing.pem").client()
