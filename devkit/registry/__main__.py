@@ -37,6 +37,9 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"HTTP port on 127.0.0.1 (default ${PORT_ENV} or {DEFAULT_PORT})",
     )
     parser.add_argument(
+        "--secure", action="store_true", help="HTTPS only, with a dev CA (printed at start)"
+    )
+    parser.add_argument(
         "--compatibility",
         default="BACKWARD",
         help="global compatibility level set after start (the registry's own default is NONE)",
@@ -62,7 +65,7 @@ def run(args: argparse.Namespace) -> int:
     if running and existing is not None:
         print(f"dev-registry: already running, url {existing.url}")
         return 0
-    registry = LocalRegistry(args.dir, args.port, tied_to_parent=False)
+    registry = LocalRegistry(args.dir, args.port, tied_to_parent=False, secure=args.secure)
     try:
         registry.start()
         registry.set_compatibility(args.compatibility)
@@ -71,6 +74,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"dev-registry: {exc}", file=sys.stderr)
         return 2
     print(f"dev-registry: started, url {registry.url} (stop: {PROG} stop)")
+    if registry.ca is not None:
+        print(f"dev-registry: its CA (the codecs' ca_location) is {registry.ca}")
     return 0
 
 
