@@ -2,7 +2,9 @@
 started by our own launchers (each only when a test asks for it).
 
 Set ``KAFKA_BOOTSTRAP`` to run the integration tests against a broker of your own instead
-(it needs ``auto.create.topics.enable=false`` semantics only for the misconfiguration tests).
+(it needs ``auto.create.topics.enable=false`` semantics only for the misconfiguration tests),
+and ``SCHEMA_REGISTRY_URL`` (a Confluent-compatible API, BACKWARD compatibility) for a registry
+of your own (the tests that stop or add registries still start their own).
 """
 
 from __future__ import annotations
@@ -80,11 +82,14 @@ def secure(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalKafka]:
 @pytest.fixture(scope="session")
 def registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RegistryFixture]:
     """The session's Schema Registry (Apicurio, devkit.registry), compatibility BACKWARD."""
+    if os.environ.get("SCHEMA_REGISTRY_URL"):
+        yield RegistryFixture(os.environ["SCHEMA_REGISTRY_URL"])
+        return
     started = start_registry(tmp_path_factory.mktemp("registry"))
     try:
         yield started
     finally:
-        started.server.stop()
+        started.stop()
 
 
 @pytest.fixture
@@ -99,4 +104,4 @@ def make_registry(tmp_path: Path) -> Iterator[Callable[[], RegistryFixture]]:
 
     yield make
     for one in started:
-        one.server.stop()
+        one.stop()

@@ -252,7 +252,7 @@ def test_a_stopped_registry_is_unavailable_not_a_record_error(
     topic = private.unique("down")
     writer = AvroCodec(private.settings(), SchemaSettings(schema_file=avro_file))
     encoded = writer.encode({"id": 1, "name": "x"}, topic)
-    private.server.stop()
+    private.stop()
     reader = AvroCodec(private.settings(), SchemaSettings())  # has no schema cached yet
     with pytest.raises(RegistryUnavailable):
         reader.decode(encoded, topic)

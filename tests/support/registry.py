@@ -12,14 +12,21 @@ from devkit.registry import LocalRegistry
 
 
 class RegistryFixture:
-    """One running registry (BACKWARD compatibility) and unique names for subjects/topics."""
+    """One running registry (BACKWARD compatibility) and unique names for subjects/topics.
 
-    def __init__(self, server: LocalRegistry) -> None:
+    Args:
+        url: its Confluent-compatible API.
+        server: the local registry behind it (None for an external one).
+    """
+
+    def __init__(self, url: str, server: LocalRegistry | None = None) -> None:
+        self.url = url
         self.server = server
 
-    @property
-    def url(self) -> str:
-        return self.server.url
+    def stop(self) -> None:
+        """Stop the local registry (an external one is left alone)."""
+        if self.server is not None:
+            self.server.stop()
 
     def settings(self, **extra: object) -> RegistrySettings:
         """Bridge settings that reach this registry."""
@@ -34,7 +41,7 @@ class RegistryFixture:
 
 
 def start_registry(directory: Path, compatibility: str = "BACKWARD") -> RegistryFixture:
-    """Start a registry in ``directory`` on a free port; the caller stops ``.server``."""
+    """Start a registry in ``directory`` on a free port; the caller calls ``stop()``."""
     server = LocalRegistry(directory)
     server.start()
     try:
@@ -42,4 +49,4 @@ def start_registry(directory: Path, compatibility: str = "BACKWARD") -> Registry
     except Exception:
         server.stop()
         raise
-    return RegistryFixture(server)
+    return RegistryFixture(server.url, server)
