@@ -55,6 +55,7 @@ class RegistryCodec:
 
     name = "registry"
     schema_type = "AVRO"
+    _writer_format: str | None = None  # the ``format`` a writer schema is asked in
 
     def __init__(
         self,
@@ -182,8 +183,6 @@ class RegistryCodec:
             raise
         self._writers[schema_id] = writer
         return writer
-
-    _writer_format: str | None = None
 
     @staticmethod
     def reader_conf() -> dict[str, Any]:

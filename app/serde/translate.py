@@ -16,6 +16,7 @@ from confluent_kafka.schema_registry.common.serde import SchemaId
 from confluent_kafka.serialization import MessageField
 
 from app.serde.registry import (
+    RecordUndecodable,
     RegistryConfigError,
     RegistrySettings,
     SchemaSettings,
@@ -31,8 +32,9 @@ from app.serde.registry import (
 class SchemaTranslator:
     """Rewrites the schema ID of wire-format bytes from a source registry to a target one.
 
-    The schema is looked up in the source registry once per source ID and registered (or
-    found) in the target under the subject strategy; the ID mapping is cached per subject.
+    The schema is looked up in the source registry once per source ID and registered in the
+    target under the subject strategy (only looked up there when ``auto_register`` is off);
+    the mapping is cached per (topic, source ID).
 
     Args:
         source: settings of the registry the input bytes' IDs belong to.
@@ -52,15 +54,19 @@ class SchemaTranslator:
         self._source_client, self._target_client = source.client(), target.client()
         self._schema, self._field = schema, field
         self._ids: dict[tuple[str, int], int] = {}
+        self._schemas: dict[int, Schema] = {}
 
     def translate(self, data: bytes | None, topic: str) -> bytes | None:
         """``data`` with the target registry's ID for the same schema (None stays None)."""
         if data is None:
             return None
         source_id = parse_header(data)
-        schema = self._source_schema(source_id)
+        schema = self._schemas.get(source_id) or self._source_schema(source_id)
         framing = SchemaId(schema.schema_type or "AVRO")
-        payload = framing.from_bytes(io.BytesIO(data)).read()
+        try:  # Protobuf message indexes follow the ID
+            payload = framing.from_bytes(io.BytesIO(data)).read()
+        except Exception as exc:
+            raise RecordUndecodable(f"{topic}: truncated header of schema ID {source_id}") from exc
         target_id = self._ids.get((topic, source_id))
         if target_id is None:
             target_id = self._register(schema, topic, framing.message_indexes)
@@ -72,7 +78,7 @@ class SchemaTranslator:
 
     def _source_schema(self, schema_id: int) -> Schema:
         try:
-            return self._source_client.get_schema(schema_id)
+            schema = self._source_client.get_schema(schema_id)
         except Exception as exc:
             if isinstance(exc, SchemaRegistryError) and exc.http_status_code == 404:
                 raise UnknownSchemaId(
@@ -81,6 +87,8 @@ class SchemaTranslator:
             if is_registry_error(exc):
                 raise registry_failure(exc, self._source.safe_url, None) from exc
             raise
+        self._schemas[schema_id] = schema
+        return schema
 
     def _register(self, schema: Schema, topic: str, indexes: list[int] | None) -> int:
         if schema.references:
@@ -90,12 +98,18 @@ class SchemaTranslator:
         record = record_name(schema, indexes)
         subject = subject_name(self._schema.subject_strategy, topic, self._field, record)
         copy = Schema(schema.schema_str, schema.schema_type or "AVRO")
+        normalize = self._schema.normalize
         try:
-            return self._target_client.register_schema(subject, copy, self._schema.normalize)
+            if self._schema.auto_register:
+                return self._target_client.register_schema(subject, copy, normalize)
+            found = self._target_client.lookup_schema(subject, copy, normalize).schema_id
         except Exception as exc:
             if is_registry_error(exc):
                 raise registry_failure(exc, self._target.safe_url, subject) from exc
             raise
+        if found is None:
+            raise RegistryConfigError(f"{self._target.safe_url} gave no schema ID for {subject}")
+        return found
 
 
 def passthrough(data: bytes | None, topic: str) -> bytes | None:

@@ -29,6 +29,7 @@ from app.serde.registry import (
     RegistrySettings,
     RegistryUnavailable,
     SchemaIncompatible,
+    SchemaNotRegistered,
     SchemaSettings,
     SubjectStrategy,
     UnknownSchemaId,
@@ -348,3 +349,15 @@ def test_translation_gives_the_target_registrys_id_for_the_same_schema(
         assert type(codec)(target.settings(), SchemaSettings()).decode(out, topic) == record
         assert translator.translate(source_bytes, topic) == out  # cached mapping, same answer
         assert passthrough(source_bytes, topic) is source_bytes
+    with pytest.raises(NotWireFormat):
+        translator.translate(b"not registry bytes", topic)
+    with pytest.raises(UnknownSchemaId):
+        translator.translate(b"\x00" + (2**31 - 7).to_bytes(4, "big") + b"\x02", topic)
+    lookup_only = SchemaTranslator(
+        registry.settings(),
+        target.settings(),
+        SchemaSettings(auto_register=False),
+        MessageField.VALUE,
+    )
+    with pytest.raises(SchemaNotRegistered):  # absent under this topic's subject in the target
+        lookup_only.translate(source_bytes, registry.unique("elsewhere"))
