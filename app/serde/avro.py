@@ -14,9 +14,9 @@ from typing import Any
 
 from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
-from confluent_kafka.serialization import MessageField
 
 from app.errors import ConfigError
+from app.serde.base import Role
 from app.serde.registry import (
     RegistrySettings,
     SchemaSettings,
@@ -35,10 +35,10 @@ class AvroCodec(RegistryCodec):
         self,
         registry: RegistrySettings,
         schema: SchemaSettings,
-        field: MessageField = MessageField.VALUE,
+        role: Role = Role.OUTPUT_VALUE,
         client: SchemaRegistryClient | None = None,
     ) -> None:
-        super().__init__(registry, schema, field, client)
+        super().__init__(registry, schema, role, client)
         self._schema_text = load_schema_text(schema)
         # One deserializer for every writer ID: the library parses each writer schema once.
         self._reader = AvroDeserializer(self.client, self._schema_text, conf=self.reader_conf())

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
 from confluent_kafka.schema_registry.json_schema import JSONDeserializer, JSONSerializer
-from confluent_kafka.serialization import MessageField
 
 from app.errors import ConfigError
+from app.serde.base import Role
 from app.serde.registry import (
     RegistrySettings,
     SchemaSettings,
@@ -33,10 +33,10 @@ class JsonSchemaCodec(RegistryCodec):
         self,
         registry: RegistrySettings,
         schema: SchemaSettings,
-        field: MessageField = MessageField.VALUE,
+        role: Role = Role.OUTPUT_VALUE,
         client: SchemaRegistryClient | None = None,
     ) -> None:
-        super().__init__(registry, schema, field, client)
+        super().__init__(registry, schema, role, client)
         self._schema_text = load_schema_text(schema)
         # Without a reader schema the library validates each record against its writer schema.
         self._reader = JSONDeserializer(

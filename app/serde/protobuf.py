@@ -36,11 +36,11 @@ from confluent_kafka.schema_registry.protobuf import (
     ProtobufSerializer,
     _schema_to_str,
 )
-from confluent_kafka.serialization import MessageField
 from google.protobuf import descriptor_pb2, descriptor_pool, json_format, message_factory
 from google.protobuf.message import Message
 
 from app.errors import ConfigError
+from app.serde.base import Role
 from app.serde.registry import (
     RegistrySettings,
     SchemaSettings,
@@ -123,10 +123,10 @@ class ProtobufCodec(RegistryCodec):
         self,
         registry: RegistrySettings,
         schema: SchemaSettings,
-        field: MessageField = MessageField.VALUE,
+        role: Role = Role.OUTPUT_VALUE,
         client: SchemaRegistryClient | None = None,
     ) -> None:
-        super().__init__(registry, schema, field, client)
+        super().__init__(registry, schema, role, client)
         self._class: MessageClass | None = None
         if schema.schema_file is not None:
             self._class = compile_proto(schema.schema_file, schema.message_name)

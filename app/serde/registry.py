@@ -12,7 +12,7 @@ Errors, by class and HTTP status, never by message text::
     ├── NotWireFormat                   no magic byte 0, or shorter than the 5-byte header
     ├── UnknownSchemaId                 the registry answers 404 for the record's schema ID
     └── RecordUndecodable               the payload does not decode with its schema
-    OutputNotEncodable (RecordError)    an output value does not match the output schema
+    OutputNotEncodable (app.errors)     an output value does not match the output schema
     RegistryUnavailable (BridgeError)   unreachable, timeout, HTTP 408/429/5xx: not the
                                         record's fault; retry within a deadline, then rewind
     RegistryConfigError (ConfigError)   refuse to start, one line naming the subject
@@ -30,7 +30,7 @@ import ssl
 from collections.abc import Callable
 from enum import StrEnum
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from confluent_kafka.schema_registry import (
@@ -47,21 +47,11 @@ from google.protobuf import descriptor_pb2
 from google.protobuf.message import DecodeError
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 
-from app.errors import BridgeError, ConfigError, DeserializationError, RecordError
+from app.errors import BridgeError, ConfigError, DeserializationError
 
 MAGIC_BYTE = 0
 HEADER_SIZE = 5
 _UNAVAILABLE = frozenset({408, 429, 500, 502, 503, 504})
-
-
-class Codec(Protocol):
-    """The serde seam (the rooms issue's ``Codec``), copied here until ``app.serde`` has it."""
-
-    name: str
-
-    def decode(self, data: bytes | None, topic: str) -> Any: ...
-
-    def encode(self, value: Any, topic: str) -> bytes | None: ...
 
 
 # ---- errors ---------------------------------------------------------------------------------
@@ -77,10 +67,6 @@ class UnknownSchemaId(DeserializationError):
 
 class RecordUndecodable(DeserializationError):
     """The payload does not decode with the schema its header names."""
-
-
-class OutputNotEncodable(RecordError):
-    """An output value does not match the output schema."""
 
 
 class RegistryUnavailable(BridgeError):

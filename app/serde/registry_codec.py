@@ -18,9 +18,9 @@ from confluent_kafka.schema_registry import (
 )
 from confluent_kafka.serialization import MessageField, SerializationContext
 
-from app.errors import BridgeError
+from app.errors import BridgeError, OutputNotEncodable
+from app.serde.base import Inline, Role
 from app.serde.registry import (
-    OutputNotEncodable,
     RecordUndecodable,
     RegistryConfigError,
     RegistrySettings,
@@ -40,7 +40,8 @@ Deserialize = Callable[[bytes, SerializationContext | None], Any]
 
 
 class RegistryCodec:
-    """What the Avro, Protobuf and JSON Schema codecs share: one topic role, one registry.
+    """What the Avro, Protobuf and JSON Schema codecs share: one topic role, one registry
+    (an :class:`app.serde.base.Codec`).
 
     Subclasses build confluent-kafka's serializer and deserializer (hooks below); this class
     checks the header, resolves the writer schema once per ID and turns every failure into
@@ -49,11 +50,13 @@ class RegistryCodec:
     Args:
         registry: how to reach the registry.
         schema: strategy, registration and schema file of this topic role.
-        field: ``MessageField.KEY`` or ``MessageField.VALUE``.
+        role: the topic role; a key role registers ``<topic>-key`` under the topic strategy.
         client: a client to share (one per registry is enough); made from ``registry`` if None.
     """
 
     name = "registry"
+    structured = True  # decodes to dicts: a pipeline's field expressions apply
+    inline: Inline | None = None  # the fused loop calls decode/encode
     schema_type = "AVRO"
     _writer_format: str | None = None  # the ``format`` a writer schema is asked in
 
@@ -61,10 +64,11 @@ class RegistryCodec:
         self,
         registry: RegistrySettings,
         schema: SchemaSettings,
-        field: MessageField = MessageField.VALUE,
+        role: Role = Role.OUTPUT_VALUE,
         client: SchemaRegistryClient | None = None,
     ) -> None:
-        self.registry, self.settings, self.field = registry, schema, field
+        self.registry, self.settings, self.role = registry, schema, role
+        self.field = MessageField.KEY if role.is_key else MessageField.VALUE
         self.client = client or registry.client()
         self._serializer: Serialize | None = None
         self._writers: dict[int, Schema] = {}  # schema ID -> writer schema, asked once

@@ -15,6 +15,7 @@ from confluent_kafka.schema_registry import Schema, SchemaRegistryError
 from confluent_kafka.schema_registry.common.serde import SchemaId
 from confluent_kafka.serialization import MessageField
 
+from app.serde.base import Role
 from app.serde.registry import (
     RecordUndecodable,
     RegistryConfigError,
@@ -40,7 +41,7 @@ class SchemaTranslator:
         source: settings of the registry the input bytes' IDs belong to.
         target: settings of the registry the output's IDs must resolve in.
         schema: subject strategy and normalization used in the target.
-        field: key or value (the subject's suffix under the topic strategy).
+        role: the output role (key or value: the subject's suffix under the topic strategy).
     """
 
     def __init__(
@@ -48,11 +49,12 @@ class SchemaTranslator:
         source: RegistrySettings,
         target: RegistrySettings,
         schema: SchemaSettings,
-        field: MessageField,
+        role: Role = Role.OUTPUT_VALUE,
     ) -> None:
         self._source, self._target = source, target
         self._source_client, self._target_client = source.client(), target.client()
-        self._schema, self._field = schema, field
+        self._schema = schema
+        self._field = MessageField.KEY if role.is_key else MessageField.VALUE
         self._ids: dict[tuple[str, int], int] = {}
         self._schemas: dict[int, Schema] = {}
 

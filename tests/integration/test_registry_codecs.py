@@ -18,12 +18,13 @@ from confluent_kafka.schema_registry.json_schema import JSONDeserializer
 from confluent_kafka.schema_registry.protobuf import ProtobufDeserializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 
+from app.errors import OutputNotEncodable
 from app.serde.avro import AvroCodec
+from app.serde.base import Role
 from app.serde.json_schema import JsonSchemaCodec
 from app.serde.protobuf import ProtobufCodec, compile_proto, to_dict
 from app.serde.registry import (
     NotWireFormat,
-    OutputNotEncodable,
     RecordUndecodable,
     RegistryCertificateRefused,
     RegistrySettings,
@@ -183,7 +184,7 @@ def test_a_closed_json_schema_may_add_a_property_under_backward(
 def test_a_key_codec_registers_the_key_subject(registry: RegistryFixture, tmp_path: Path) -> None:
     topic = registry.unique("keys")
     key_schema = SchemaSettings(schema_file=write(tmp_path, "key.avsc", '"string"'))
-    codec = AvroCodec(registry.settings(), key_schema, MessageField.KEY)
+    codec = AvroCodec(registry.settings(), key_schema, Role.OUTPUT_KEY)
     encoded = codec.encode("customer-7", topic)
     assert (
         parse_header(encoded or b"")
@@ -338,7 +339,7 @@ def test_translation_gives_the_target_registrys_id_for_the_same_schema(
         source_bytes = codec.encode(record, topic)
         assert source_bytes is not None
         translator = SchemaTranslator(
-            registry.settings(), target.settings(), SchemaSettings(), MessageField.VALUE
+            registry.settings(), target.settings(), SchemaSettings(), Role.OUTPUT_VALUE
         )
         out = translator.translate(source_bytes, topic)
         assert out is not None
@@ -354,10 +355,7 @@ def test_translation_gives_the_target_registrys_id_for_the_same_schema(
     with pytest.raises(UnknownSchemaId):
         translator.translate(b"\x00" + (2**31 - 7).to_bytes(4, "big") + b"\x02", topic)
     lookup_only = SchemaTranslator(
-        registry.settings(),
-        target.settings(),
-        SchemaSettings(auto_register=False),
-        MessageField.VALUE,
+        registry.settings(), target.settings(), SchemaSettings(auto_register=False)
     )
     with pytest.raises(SchemaNotRegistered):  # absent under this topic's subject in the target
         lookup_only.translate(source_bytes, registry.unique("elsewhere"))
