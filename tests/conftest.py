@@ -1,13 +1,16 @@
-"""Shared fixtures: a real Kafka broker for the whole session, started by our own launcher.
+"""Shared fixtures: a real Kafka broker and a real Schema Registry for the whole session,
+started by our own launchers (each only when a test asks for it).
 
 Set ``KAFKA_BOOTSTRAP`` to run the integration tests against a broker of your own instead
-(it needs ``auto.create.topics.enable=false`` semantics only for the misconfiguration tests).
+(it needs ``auto.create.topics.enable=false`` semantics only for the misconfiguration tests),
+and ``SCHEMA_REGISTRY_URL`` (a Confluent-compatible API, BACKWARD compatibility) for a registry
+of your own (the tests that stop or add registries still start their own).
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -15,6 +18,7 @@ from hypothesis import settings
 
 from devkit.kafka import LocalKafka
 from tests.support.kafka import KafkaFixture
+from tests.support.registry import RegistryFixture, start_registry
 
 # No per-example deadline: a busy machine must not fail a property test (a test's outcome never
 # depends on how fast the machine is).
@@ -85,3 +89,31 @@ def target_kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaFixt
         yield KafkaFixture(cluster.bootstrap)
     finally:
         cluster.stop()
+
+
+@pytest.fixture(scope="session")
+def registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RegistryFixture]:
+    """The session's Schema Registry (Apicurio, devkit.registry), compatibility BACKWARD."""
+    if os.environ.get("SCHEMA_REGISTRY_URL"):
+        yield RegistryFixture(os.environ["SCHEMA_REGISTRY_URL"])
+        return
+    started = start_registry(tmp_path_factory.mktemp("registry"))
+    try:
+        yield started
+    finally:
+        started.stop()
+
+
+@pytest.fixture
+def make_registry(tmp_path: Path) -> Iterator[Callable[[], RegistryFixture]]:
+    """Factory of further registries (translation tests); each stopped at teardown."""
+    started: list[RegistryFixture] = []
+
+    def make() -> RegistryFixture:
+        one = start_registry(tmp_path / f"registry-{len(started)}")
+        started.append(one)
+        return one
+
+    yield make
+    for one in started:
+        one.stop()

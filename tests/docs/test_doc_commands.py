@@ -4,8 +4,10 @@ Each document gets its own broker from the project's launcher (``LocalKafka``) i
 directory on a free port, and the blocks run in document order from the repository root with
 bash (``-e -o pipefail``), in an environment that points the commands at that broker:
 ``EOS_BRIDGE_DEV_KAFKA_DIR``/``_PORT`` (so ``python -m devkit.kafka start|stop`` manage it) and
-``BRIDGE_BOOTSTRAP_SERVERS``; plus ``BRIDGE_STATE_DIR`` in a temporary directory and
-``BRIDGE_HTTP_PORT=0`` (the machine may have port 9000 taken). Any other ``BRIDGE_*`` variable
+``BRIDGE_BOOTSTRAP_SERVERS``; ``EOS_BRIDGE_DEV_REGISTRY_DIR``/``_PORT`` for a private dev Schema
+Registry (``python -m devkit.registry``, stopped with the document if a block left it
+running); plus ``BRIDGE_STATE_DIR`` in a temporary directory and ``BRIDGE_HTTP_PORT=0`` (the
+machine may have port 9000 taken). Any other ``BRIDGE_*`` variable
 of the calling environment is removed. Markers before a block: see :mod:`tests.docs.blocks`.
 """
 
@@ -22,6 +24,7 @@ import pytest
 
 from devkit.kafka import LocalKafka
 from devkit.kafka.cluster import free_port
+from devkit.registry import LocalRegistry
 from tests.support.kafka import wait_until
 
 from .blocks import Block, extract
@@ -49,6 +52,8 @@ class DocSession:
             "BRIDGE_BOOTSTRAP_SERVERS": bootstrap,
             "BRIDGE_STATE_DIR": str(workdir / "state"),
             "BRIDGE_HTTP_PORT": "0",
+            "EOS_BRIDGE_DEV_REGISTRY_DIR": str(workdir / "dev-registry"),
+            "EOS_BRIDGE_DEV_REGISTRY_PORT": str(free_port()),
         }
         self.started = not broker  # the broker starts with the first block that needs it
         self.failed: str | None = None
@@ -114,6 +119,9 @@ class DocSession:
             if proc.poll() is None:
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
+        registry = LocalRegistry.attach(self.workdir / "dev-registry")
+        if registry is not None:
+            registry.stop()
         self.kafka.stop()
 
     def _fail(self, block: Block, what: str, output: str) -> None:
