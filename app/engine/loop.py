@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import logging
 import time
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException
 
@@ -47,6 +47,7 @@ from app.pipeline.steps import StepContext, fuse, reads_value
 from app.serde import Formats
 from app.serde import formats as default_formats
 from app.sink.output import Output
+from app.state.access import StateAccess
 from app.state.backend import StateBackend
 
 log = logging.getLogger(__name__)
@@ -232,7 +233,7 @@ class Bridge:
             self._fail(failure)
         self._metrics.records_in.inc(records)
 
-    def _phase(self, what: str, deadline: float) -> Any:
+    def _phase(self, what: str, deadline: float) -> AbstractContextManager[None]:
         return self._watchdog.guard(what, deadline - time.monotonic(), "", _TXN_DEADLINE)
 
     def _decode_batch(self, messages: list[Message]) -> tuple[list[Row], list[Failure]]:
@@ -293,8 +294,9 @@ class Bridge:
             raise OffsetsUnfetched(f"consumer: {describe(err)}")
         log.warning("consumer error (librdkafka retries): %s", describe(err))
 
-    def _state_access(self) -> Any:
-        return getattr(self._state, "access", None)
+    def _state_access(self) -> StateAccess | None:
+        access: StateAccess | None = getattr(self._state, "access", None)
+        return access
 
 
 def run_fused(output: Output, fused: FusedBatch, messages: list[Message]) -> int:
