@@ -32,6 +32,7 @@
         │   └── ExpressionLimit    a spec expression would exceed a CPU/memory bound
         ├── OutputTooLarge
         ├── OutputNotEncodable     the output has no faithful form in its format
+        ├── StateKeyTooLarge       a stateful step's key is too large for a store + changelog
         ├── OutputRefused          the broker refused it before (see RecordRefused)
         └── ...                    one class per kind of failure: app.pipeline.errors
 
@@ -164,3 +165,8 @@ class OutputNotEncodable(RecordError):
     """The output value or key has no faithful form in its format: for JSON an integer
     beyond 64 bits, NaN or ±inf (JSON has no such numbers; the encoder would write ``null``), a
     non-string dict key, a type JSON does not know, or text that is not valid UTF-8."""
+
+
+class StateKeyTooLarge(RecordError):
+    """A state key (the record key of a stateful step, or its dedupe id) is larger than a
+    store and its changelog topic can take (``app.state.keys.MAX_STATE_KEY_BYTES``)."""

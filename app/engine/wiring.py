@@ -167,7 +167,7 @@ def build(settings: BridgeSettings, metrics: Metrics, health: Health, watchdog: 
         dead_letters=DeadLetters(
             metrics, health, settings.max_dead_letter_ratio, settings.dead_letter_ratio_window
         ),
-        value_codec=formats.value_out, key_codec=formats.key_out,
+        value_codec=formats.value_out, key_codec=formats.key_out, topic_max_bytes=batch_limit,
     )  # fmt: skip
     _init_transactions(txn, common, settings.transactional_id)
     state = make_state(settings, pipeline)

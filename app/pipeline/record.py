@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -74,6 +75,6 @@ class Failure:
     error: BaseException
 
 
-def header_bytes(headers: list[tuple[str, bytes | None]]) -> int:
+def header_bytes(headers: Sequence[tuple[str, bytes | None]]) -> int:
     """What record headers add to the size of a produced record (names and values)."""
     return sum(len(k) + len(v or b"") for k, v in headers)

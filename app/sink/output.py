@@ -18,10 +18,12 @@ from app.errors import (
     RecordTooLarge,
 )
 from app.pipeline.errors import InvalidRoute, UnknownRouteTopic
-from app.pipeline.record import Failure, Row
+from app.pipeline.record import Failure, Row, header_bytes
 from app.serde import BytesCodec, Codec, JsonCodec
 from app.sink.collector import RecordCollector
 from app.sink.deadletters import DeadLetters
+from app.sink.fitting import H_VALUE_DROPPED as H_VALUE_DROPPED
+from app.sink.fitting import RECORD_OVERHEAD, fit
 from app.sink.refusals import ALONE, Refusals
 
 log = logging.getLogger(__name__)
@@ -33,7 +35,6 @@ H_OFFSET = "eos.dlq.source.offset"
 H_CLASS = "eos.dlq.error.class"
 H_MESSAGE = "eos.dlq.error.message"
 H_STEP = "eos.dlq.error.step"
-H_VALUE_DROPPED = "eos.dlq.value.dropped.bytes"
 
 
 class Output:
@@ -47,6 +48,8 @@ class Output:
         topic_exists: answers from a cache whether a routed-to topic exists
             (:class:`app.kafka.catalog.TopicCatalog`); called once per routed record.
         client_max_bytes: the producer's ``message.max.bytes``.
+        topic_max_bytes: the smallest ``max.message.bytes`` of the topics written (None:
+            unknown); a record over it or over ``client_max_bytes`` is refused before sending.
         dead_letters: counts dead letters for the summary lines, metrics and ratio check.
         value_codec: encodes output values (``output_format``; JSON by default).
         key_codec: encodes output keys (``output_key_format``; bytes by default).
@@ -63,6 +66,7 @@ class Output:
         dead_letters: DeadLetters | None = None,
         value_codec: Codec | None = None,
         key_codec: Codec | None = None,
+        topic_max_bytes: int | None = None,
     ) -> None:
         self.collector = collector
         self.value_codec = value_codec or JsonCodec()
@@ -72,6 +76,9 @@ class Output:
         self._max_bytes = max_bytes
         self._topic_exists = topic_exists
         self._client_max_bytes = client_max_bytes  # the producer's message.max.bytes
+        # What one record (key, value, headers) may weigh on its way to any topic written.
+        self._record_limit = min(client_max_bytes, topic_max_bytes or client_max_bytes)
+        self._output_limit = min(max_bytes, self._record_limit - RECORD_OVERHEAD)
         self._dead_letters = dead_letters
         # Inputs dead-lettered in the open transaction: a fan-out whose outputs fail twice
         # still puts its input in the DLQ once.
@@ -92,7 +99,7 @@ class Output:
         """
         failures: list[Failure] = []
         send, check_refused = self.collector.send, self.refusals.pending
-        default, max_bytes = self._default_topic, self._max_bytes
+        default, max_bytes = self._default_topic, self._output_limit
         encode, encode_key = self.value_codec.encode, self.key_codec.encode
         for row in rows:
             topic, key = row.topic, row.key
@@ -111,18 +118,32 @@ class Output:
             except OutputNotEncodable as exc:
                 failures.append(Failure(row, "output", _located(row, what, exc)))
                 continue
-            if payload is not None and len(payload) > max_bytes:
-                failures.append(Failure(row, "output", _too_large(row, len(payload), max_bytes)))
+            size = len(payload or b"") + len(key or b"")
+            if row.headers:
+                size += header_bytes(row.headers)
+            if size > max_bytes:  # over max_output_bytes, or more than a topic takes
+                failures.append(Failure(row, "output", self._too_large(row, size)))
                 continue
             if check_refused and self._refused(row, topic, payload, key, failures):
                 continue
             try:
                 send(topic, payload, key, row.headers)
             except RecordTooLarge:
-                size = len(payload or b"") + len(key or b"")
-                failures.append(Failure(row, "output", _too_large(row, size, max_bytes)))
+                failures.append(Failure(row, "output", self._too_large(row, size)))
         self.collector.end_batch()
         return failures
+
+    def _too_large(self, row: Row, size: int) -> RecordError:
+        where = f"output of {row.source_topic}[{row.partition}]@{row.offset}"
+        if size > self._max_bytes:
+            return OutputTooLarge(
+                f"{where} is {size} bytes, over max_output_bytes={self._max_bytes}"
+            )
+        return OutputTooLarge(
+            f"{where} is {size} bytes (key, value and headers), more than a record may be on "
+            f"its way to the topics written ({self._record_limit} bytes: the producer's "
+            f"message.max.bytes or a topic's max.message.bytes, less framing)"
+        )
 
     def _bad_route(self, topic: Any) -> RecordError:
         if not isinstance(topic, str) or not topic:
@@ -163,7 +184,7 @@ class Output:
     def fast_path_max_bytes(self) -> int:
         """Largest record :func:`app.pipeline.steps.fuse` may encode: half the output limit, so
         records near either size limit take the general path, which dead-letters them."""
-        return min(self._max_bytes, self._client_max_bytes) // 2
+        return self._output_limit // 2
 
     @property
     def topic_exists(self) -> Callable[[str], bool]:
@@ -183,23 +204,16 @@ class Output:
         if source in self._dead:
             return
         self._dead.add(source)
-        headers = list(row.headers or ())
-        headers += [
+        ours = [
             (H_TOPIC, row.source_topic.encode()),
             (H_PARTITION, str(row.partition).encode()),
             (H_OFFSET, str(row.offset).encode()),
             *self._error_headers(error, failure.step),
         ]
-        key = _dlq_key(row.key)
+        letter = fit(row.raw, _dlq_key(row.key), list(row.headers or ()), ours, self._record_limit)
         if self._dead_letters is not None:
             self._dead_letters.add(failure)
-        try:
-            self.collector.send_dead_letter(self._dlq_topic, row.raw, key, headers)
-        except RecordTooLarge:
-            # The input bytes plus our headers exceed message.max.bytes: keep the headers
-            # (they name the source offset, where the bytes still are) and drop the value.
-            headers.append((H_VALUE_DROPPED, str(len(row.raw or b"")).encode()))
-            self.collector.send_dead_letter(self._dlq_topic, None, key, headers)
+        self.collector.send_dead_letter(self._dlq_topic, letter.value, letter.key, letter.headers)
 
     def _error_headers(self, error: BaseException, step: str) -> list[tuple[str, bytes]]:
         """Class, message and step headers; encoded once for a run of records that share one
@@ -257,11 +271,4 @@ def _located(row: Row, what: str, exc: OutputNotEncodable) -> OutputNotEncodable
     """The codec's reason, with the output part and the input record it came from."""
     return OutputNotEncodable(
         f"output {what} of {row.source_topic}[{row.partition}]@{row.offset} {exc}"
-    )
-
-
-def _too_large(row: Row, size: int, limit: int) -> RecordError:
-    return OutputTooLarge(
-        f"output of {row.source_topic}[{row.partition}]@{row.offset} is {size} bytes, "
-        f"over max_output_bytes={limit}"
     )

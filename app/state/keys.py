@@ -14,6 +14,7 @@ from __future__ import annotations
 import struct
 from typing import Any
 
+from app.errors import StateKeyTooLarge
 from app.serde import json
 
 _U64 = struct.Struct(">Q")
@@ -32,16 +33,28 @@ _NONE, _BYTES, _STR, _TRUE, _FALSE, _INT, _FLOAT, _JSON = (
 )
 
 
+# A state key goes to RocksDB and, with its value and headers, into one changelog record, which
+# must fit the changelog topic (1 MB by default): keys beyond this are dead letters, so one
+# record cannot make every checkpoint fail.
+MAX_STATE_KEY_BYTES = 64 * 1024
+
+
 def encode_key(key: Any) -> bytes:
     """Bytes that identify ``key`` (None, bytes, str, bool, int, float, or JSON-able).
 
     Raises:
         TypeError: the key is of a type that cannot be encoded (not JSON-able).
+        StateKeyTooLarge: the encoded key is over :data:`MAX_STATE_KEY_BYTES`.
     """
     if isinstance(key, bytes):
+        if len(key) >= MAX_STATE_KEY_BYTES:
+            raise _too_large(len(key))
         return _BYTES + key
     if isinstance(key, str):
-        return _STR + key.encode("utf-8", "surrogatepass")
+        encoded = key.encode("utf-8", "surrogatepass")
+        if len(encoded) >= MAX_STATE_KEY_BYTES:
+            raise _too_large(len(encoded))
+        return _STR + encoded
     if key is None:
         return _NONE
     if isinstance(key, bool):
@@ -50,7 +63,17 @@ def encode_key(key: Any) -> bytes:
         return _INT + str(key).encode()
     if isinstance(key, float):
         return _FLOAT + repr(key + 0.0).encode()  # + 0.0 folds -0.0 into 0.0
-    return _JSON + json.dumps(key, option=json.OPT_SORT_KEYS)
+    encoded = json.dumps(key, option=json.OPT_SORT_KEYS)
+    if len(encoded) >= MAX_STATE_KEY_BYTES:
+        raise _too_large(len(encoded))
+    return _JSON + encoded
+
+
+def _too_large(size: int) -> StateKeyTooLarge:
+    return StateKeyTooLarge(
+        f"state key of {size} bytes, over {MAX_STATE_KEY_BYTES} (a store's key and its "
+        f"changelog record must fit the changelog topic)"
+    )
 
 
 def decode_key(data: bytes) -> Any:

@@ -76,3 +76,16 @@ def test_int_byte_order_is_numeric_order(a: int, b: int) -> None:
 def test_display_key() -> None:
     assert display_key(b"user-1") == "user-1"
     assert display_key(7) == 7
+
+
+def test_a_state_key_too_large_for_a_changelog_record_is_a_record_error() -> None:
+    import pytest
+
+    from app.errors import RecordError, StateKeyTooLarge
+    from app.state.keys import MAX_STATE_KEY_BYTES, encode_key
+
+    assert encode_key(b"k" * (MAX_STATE_KEY_BYTES - 1)).startswith(b"b")
+    for key in (b"k" * (1 << 20), "é" * MAX_STATE_KEY_BYTES, {"blob": "x" * MAX_STATE_KEY_BYTES}):
+        with pytest.raises(StateKeyTooLarge, match="state key of"):
+            encode_key(key)
+    assert issubclass(StateKeyTooLarge, RecordError)  # a dead letter, not a failed checkpoint
