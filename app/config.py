@@ -6,6 +6,7 @@ Validation turns every problem into one line naming the setting and its env var.
 
 from __future__ import annotations
 
+import difflib
 import json
 import os
 import socket
@@ -362,5 +363,8 @@ def format_validation_error(exc: ValidationError) -> str:
             lines.append(f"  - {msg}")
             continue
         env = ENV_PREFIX + loc.split(".")[0].upper()
+        if err["type"] == "extra_forbidden" and len(err["loc"]) == 1:
+            close = difflib.get_close_matches(loc, list(BridgeSettings.model_fields), 1)
+            msg = f"not a setting{f'; did you mean {close[0]!r}?' if close else ''}"
         lines.append(f"  - {loc} ({env}): {msg}")
     return "\n".join(lines)

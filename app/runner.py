@@ -60,6 +60,7 @@ def run(settings: BridgeSettings) -> int:
         )  # fmt: skip
         return EXIT_CONFIG
     log.info("starting eos-bridge: %s", {k: v for k, v in settings.masked().items() if v})
+    log.info("%s", _first_line(settings))
     watchdog = Watchdog(health, stale_after=health.stale_after).start()
     stop = _Stop()
     signal.signal(signal.SIGTERM, stop)
@@ -75,6 +76,19 @@ def run(settings: BridgeSettings) -> int:
         watchdog.stop()
         if server is not None:
             server.shutdown()
+
+
+def _first_line(settings: BridgeSettings) -> str:
+    """What the bridge waits for at start, said before it waits (a wrong address is then not
+    ``startup_timeout`` seconds of silence)."""
+    target = settings.target_cluster().bootstrap_servers
+    written = f"; writing to {target} (target)" if settings.cross_cluster else ""
+    return (
+        f"connecting to {settings.bootstrap_servers} (bootstrap_servers){written}; waiting up "
+        f"to {settings.startup_timeout:.0f}s (startup_timeout) for the cluster, then for "
+        f"{', '.join(settings.input_topics)} -> {settings.output_topic} and the group "
+        f"{settings.group_id!r} to assign partitions"
+    )
 
 
 def _serve(

@@ -18,8 +18,8 @@ from pathlib import Path
 
 from confluent_kafka import KafkaException
 
-from app.commands import lag, produce, tail, topics, verify
-from app.commands.settings import settings_epilog, unknown_env_warnings
+from app.commands import completion, lag, produce, tail, topics, verify
+from app.commands.settings import EXIT_CODES, settings_epilog, unknown_env_warnings
 from app.config import BridgeSettings, load_settings
 from app.errors import ConfigError
 from app.kafka.errors import describe
@@ -89,12 +89,16 @@ def cmd_spark(args: argparse.Namespace) -> int:
 def _bridge_command(
     sub: argparse._SubParsersAction[argparse.ArgumentParser], name: str, help: str
 ) -> argparse.ArgumentParser:
-    """A sub-command that reads every bridge setting; its ``--help`` lists them all."""
+    """A sub-command that reads every bridge setting; its ``--help`` lists them all (and,
+    for ``run``, its exit codes)."""
+    epilog = settings_epilog(BridgeSettings)
+    if name == "run":
+        epilog += "\n\n" + EXIT_CODES
     parser = sub.add_parser(
         name,
         help=help,
         description=help,
-        epilog=settings_epilog(BridgeSettings),
+        epilog=epilog,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--config", type=Path, help="YAML/JSON config file (or BRIDGE_CONFIG_FILE)")
@@ -132,6 +136,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     for tool in (topics, produce, tail, lag):
         tool.add_parser(sub)
+    completion.add_parser(sub, parser)
     return parser
 
 

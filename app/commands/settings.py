@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Mapping
+from typing import Literal, get_args, get_origin
 
 from pydantic_settings import BaseSettings
 
@@ -28,12 +29,30 @@ def settings_epilog(model: type[BaseSettings], title: str = "settings") -> str:
             if info.is_required()
             else _default(info.get_default(call_default_factory=True))
         )
-        rows.append((env_name(name), f"{info.description or name.replace('_', ' ')} [{default}]"))
+        choices = _choices(info.annotation)
+        allowed = f" ({'|'.join(choices)})" if choices else ""
+        text = f"{info.description or name.replace('_', ' ')}{allowed} [{default}]"
+        rows.append((env_name(name), text))
     width = max(len(env) for env, _ in rows)
     lines = [f"{title} (environment, or the same names in the --config file):"]
     lines += [f"  {env:<{width}}  {text}" for env, text in rows]
     lines.append(f"  {env_name('config_file'):<{width}}  YAML/JSON config file (like --config)")
     return "\n".join(lines)
+
+
+def _choices(annotation: object) -> list[str]:
+    """The allowed values of an enumerated setting (a ``Literal``), else none."""
+    if get_origin(annotation) is Literal:
+        return [str(a) for a in get_args(annotation)]
+    return []
+
+
+EXIT_CODES = """exit codes:
+  0  stopped cleanly (SIGTERM/SIGINT), everything processed is committed
+  2  a setting, topic, credential or ACL is wrong (one line names it)
+  3  fatal Kafka error, or a call or step stuck past its deadline: the restart recovers
+  4  a record failed with on_error=fail (the line names topic/partition/offset)
+  5  the group coordinator fenced this instance_id (another live instance uses it)"""
 
 
 def _default(value: object) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import traceback
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -135,22 +136,31 @@ def as_pipeline(obj: Any) -> Pipeline:
     raise ConfigError(f"pipeline object {obj!r} is neither a Pipeline nor a callable")
 
 
+def _raised(exc: BaseException) -> str:
+    """``raised KeyError at /path/mod.py:12: 'x'``: the innermost frame of the user's code
+    (importlib's own frames left out)."""
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if not f.filename.startswith("<")]
+    where = f" at {frames[-1].filename}:{frames[-1].lineno}" if frames else ""
+    return f"raised {type(exc).__name__}{where}: {exc}"
+
+
 def load_pipeline(target: str) -> Pipeline:
     """Import ``module:attr`` and turn it into a :class:`Pipeline`."""
     module_name, _, attr = target.partition(":")
     try:
         module = importlib.import_module(module_name)
     except ImportError as exc:
-        raise ConfigError(
-            f"pipeline {target!r}: cannot import {module_name!r}: {exc} "
-            f"(is its directory on PYTHONPATH?)"
-        ) from None
+        if exc.name is not None and module_name.startswith(exc.name):  # the module itself
+            raise ConfigError(
+                f"pipeline {target!r}: cannot import {module_name!r}: {exc} "
+                f"(is its directory on PYTHONPATH?)"
+            ) from None
+        raise ConfigError(f"pipeline {target!r}: importing it {_raised(exc)}") from None
     except SyntaxError as exc:
         where = f"{exc.filename}:{exc.lineno}"
         raise ConfigError(f"pipeline {target!r}: syntax error in {where}: {exc.msg}") from None
     except Exception as exc:  # the module's own top-level code may raise anything
-        kind = type(exc).__name__
-        raise ConfigError(f"pipeline {target!r}: importing it raised {kind}: {exc}") from None
+        raise ConfigError(f"pipeline {target!r}: importing it {_raised(exc)}") from None
     try:
         obj = getattr(module, attr)
     except AttributeError:

@@ -53,7 +53,8 @@ def test_pipeline_module_that_is_not_on_the_path() -> None:
 def test_pipeline_module_raising_at_import(modules: dict[str, str]) -> None:
     result = eos_bridge("check-config", "--pipeline", "raises_on_import:p", env={**BASE, **modules})
     assert result.code == 2
-    assert "raised RuntimeError: no database here" in result.one_line_error()
+    assert "raised RuntimeError at " in result.one_line_error()
+    assert "raises_on_import.py:1: no database here" in result.one_line_error()
 
 
 def test_run_with_a_broken_pipeline_logs_one_error_and_exits_2(modules: dict[str, str]) -> None:
@@ -146,3 +147,59 @@ def test_check_config_counts_the_stateful_steps_and_hides_test_hooks() -> None:
     assert pipeline.describe() == "pipeline of 3 step(s), 1 stateful: 'clicks'"
     settings = load_settings(input_topics=["in"], output_topic="out", fault_abort_every=3)
     assert "fault_abort_every" not in settings.masked()
+
+
+def test_a_module_that_raises_inside_is_named_with_its_file_and_line(tmp_path: Path) -> None:
+    (tmp_path / "needs_a_library.py").write_text("x = 1\nimport not_installed_anywhere\n")
+    (tmp_path / "fails_at_line_3.py").write_text("a = 1\nb = {}\nc = b['missing']\n")
+    env = {**BASE, "PYTHONPATH": str(tmp_path)}
+    result = eos_bridge("check-config", "--pipeline", "needs_a_library:p", env=env)
+    assert result.code == 2
+    error = result.one_line_error()
+    assert "ModuleNotFoundError at" in error and "needs_a_library.py:2" in error
+    assert "PYTHONPATH" not in error  # the module was found; a library it imports was not
+    result = eos_bridge("check-config", "--pipeline", "fails_at_line_3:p", env=env)
+    assert "raised KeyError at" in result.one_line_error()
+    assert "fails_at_line_3.py:3" in result.one_line_error()
+
+
+def test_a_config_file_typo_gets_the_closest_setting(tmp_path: Path) -> None:
+    config = tmp_path / "bridge.yaml"
+    config.write_text("input_topics: [in]\noutput_topic: out\ncommit_intervall: 2\n")
+    result = eos_bridge("check-config", "--config", str(config), env={})
+    assert result.code == 2
+    assert "commit_intervall (BRIDGE_COMMIT_INTERVALL): not a setting; did you mean " in (
+        result.stderr
+    )
+    assert "'commit_interval'?" in result.stderr
+
+
+def test_run_says_where_it_connects_before_it_waits() -> None:
+    env = {**BASE, "BRIDGE_BOOTSTRAP_SERVERS": "127.0.0.1:1", "BRIDGE_HTTP_PORT": "0",
+           "BRIDGE_STARTUP_TIMEOUT": "3"}  # fmt: skip
+    result = eos_bridge("run", env=env)
+    assert result.code == 2
+    lines = result.stderr.splitlines()
+    first = next(i for i, line in enumerate(lines) if "connecting to 127.0.0.1:1" in line)
+    error = next(i for i, line in enumerate(lines) if " ERROR " in line)
+    assert first < error and "startup_timeout" in lines[first] and "in -> out" in lines[first]
+
+
+def test_run_help_lists_exit_codes_and_the_allowed_values_of_enumerated_settings() -> None:
+    result = eos_bridge("run", "--help")
+    assert result.code == 0
+    assert "BRIDGE_PROCESSING_GUARANTEE" in result.stdout
+    assert "(exactly-once|at-least-once)" in result.stdout and "(dlq|fail)" in result.stdout
+    assert "exit codes:" in result.stdout and "  5  the group coordinator fenced" in result.stdout
+
+
+def test_bash_completion_completes_commands_and_options() -> None:
+    import subprocess
+
+    script = eos_bridge("completion", "bash").stdout
+    probe = (
+        f"{script}\nCOMP_WORDS=(eos-bridge ch); COMP_CWORD=1; _eos_bridge; echo ${{COMPREPLY[@]}}\n"
+        "COMP_WORDS=(eos-bridge run --pi); COMP_CWORD=2; _eos_bridge; echo ${COMPREPLY[@]}\n"
+    )
+    done = subprocess.run(["bash", "-c", probe], capture_output=True, text=True, check=True)
+    assert done.stdout.splitlines() == ["check-config", "--pipeline"]
