@@ -135,3 +135,58 @@ def test_check_config_checks_the_topics_exist(kafka: KafkaFixture) -> None:
     ok = eos_bridge("check-config", "--check-topics", env=settings)
     assert ok.code == 0, ok.stderr
     assert "topics exist" in ok.stderr
+
+
+def _dead_letter(source_offset: int, error_class: str, step: str) -> list[tuple[str, bytes]]:
+    return [
+        ("trace", b"t-1"),
+        ("eos.dlq.source.topic", b"payments"),
+        ("eos.dlq.source.partition", b"0"),
+        ("eos.dlq.source.offset", str(source_offset).encode()),
+        ("eos.dlq.error.class", error_class.encode()),
+        ("eos.dlq.error.message", b"what went wrong"),
+        ("eos.dlq.error.step", step.encode()),
+    ]
+
+
+def test_dlq_summary_and_show_read_the_committed_dead_letters(kafka: KafkaFixture) -> None:
+    dlq = kafka.create_topic(kafka.unique("dlq"))
+    kafka.seed(
+        dlq,
+        [b'{"amout": 1}', b'{"amout": 2}', b"not json", b'{"amout": 3}'],
+        [b"k0", b"k1", None, b"k3"],
+        headers=[
+            _dead_letter(3, "KeyError", "set"),
+            _dead_letter(7, "KeyError", "set"),
+            _dead_letter(9, "DeserializationError", "deserialize"),
+            _dead_letter(12, "KeyError", "set"),
+        ],
+    )
+    aborted = kafka.transactional_producer()  # a dead letter of an aborted transaction
+    aborted.begin_transaction()
+    aborted.produce(dlq, b"{}", headers=_dead_letter(99, "KeyError", "set"))
+    aborted.abort_transaction()
+    summary = eos_bridge("dlq", "summary", dlq, env=env(kafka))
+    assert summary.code == 0, summary.stderr
+    lines = summary.stdout.splitlines()
+    assert lines[0] == f"4 dead letters in {dlq!r}"
+    assert lines[1].split() == [
+        "3",
+        "KeyError",
+        "step",
+        "'set'",
+        "from",
+        "payments",
+        "[0]",
+        "3..12",
+    ]
+    assert lines[2].split()[:2] == ["1", "DeserializationError"]
+    shown = eos_bridge(
+        "dlq", "show", dlq, "--error-class", "KeyError", "--max", "2", env=env(kafka)
+    )
+    records = [orjson.loads(line) for line in shown.stdout.splitlines()]
+    assert [r["error"]["source.offset"] for r in records] == ["3", "7"]
+    assert records[0]["value"] == {"amout": 1} and records[0]["key"] == "k0"
+    assert records[0]["headers"] == {"trace": "t-1"}
+    missing = eos_bridge("dlq", "summary", kafka.unique("nope"), env=env(kafka))
+    assert missing.code == 2 and "does not exist" in missing.one_line_error()
