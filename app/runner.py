@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import logging
 import signal
+import threading
+import time
+from collections.abc import Callable
 from http.server import ThreadingHTTPServer
 from types import FrameType
 
@@ -25,6 +28,7 @@ from app.ops.metrics import Metrics
 log = logging.getLogger(__name__)
 
 EXIT_OK, EXIT_CONFIG, EXIT_FATAL, EXIT_RECORD, EXIT_FENCED = 0, 2, 3, 4, 5
+_UNTIL_EVERY_S = 0.5
 
 
 class _Stop:
@@ -46,8 +50,14 @@ class _Stop:
         bridge.stopping = self.requested
 
 
-def run(settings: BridgeSettings) -> int:
-    """Run until SIGTERM/SIGINT; returns the process exit code."""
+def run(
+    settings: BridgeSettings,
+    *,
+    until: Callable[[], bool] | None = None,
+    replaying: bool = False,
+) -> int:
+    """Run until SIGTERM/SIGINT (or until ``until()`` says done, asked every half second);
+    returns the process exit code. ``replaying``: see :func:`app.engine.wiring.build`."""
     metrics = Metrics()
     health = Health(stale_after=max(30.0, 5 * settings.commit_interval))
     try:
@@ -67,10 +77,12 @@ def run(settings: BridgeSettings) -> int:
     signal.signal(signal.SIGINT, stop)
     watchdog.watch_signals(settings.shutdown_timeout)
     try:
-        built = _build(settings, metrics, health, watchdog)
+        built = _build(settings, metrics, health, watchdog, replaying)
         if isinstance(built, int):
             return built
         stop.hand_to(built)
+        if until is not None:
+            _stop_when(built, until)
         return _run(built)
     finally:
         watchdog.stop()
@@ -99,12 +111,30 @@ def _serve(
     return serve(settings.http_host, settings.http_port, health, metrics)
 
 
+def _stop_when(bridge: Bridge, done: Callable[[], bool]) -> None:
+    """Stop ``bridge`` cleanly once ``done()`` (a daemon thread asks every half second)."""
+
+    def watch() -> None:
+        while not bridge.stopping:
+            if done():
+                log.info("done: stopping after the current batch")
+                bridge.stopping = True
+                return
+            time.sleep(_UNTIL_EVERY_S)
+
+    threading.Thread(target=watch, name="eos-bridge-until", daemon=True).start()
+
+
 def _build(
-    settings: BridgeSettings, metrics: Metrics, health: Health, watchdog: Watchdog
+    settings: BridgeSettings,
+    metrics: Metrics,
+    health: Health,
+    watchdog: Watchdog,
+    replaying: bool = False,
 ) -> Bridge | int:
     """The bridge, or the exit code after one line saying why it cannot start."""
     try:
-        return build(settings, metrics, health, watchdog)
+        return build(settings, metrics, health, watchdog, replaying=replaying)
     except ConfigError as exc:
         log.error("%s", exc)
         return EXIT_CONFIG

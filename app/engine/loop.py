@@ -66,6 +66,7 @@ class LoopSettings:
     poll_timeout: float
     retries: int
     dead_letter: bool
+    fused: bool = True  # off for a replay: its rows' headers are rewritten by the sink
 
 
 class Bridge:
@@ -115,7 +116,7 @@ class Bridge:
         # Pipelines of filters and dict maps, or a count alone, run fused (one pass, no Row
         # objects); a batch with anything unusual falls back to the steps (see
         # app.pipeline.steps.fuse).
-        self._fused = fuse(
+        self._fused = None if not loop.fused else fuse(
             pipeline.steps, formats, output.fast_path_max_bytes, output.topic_exists,
             self._state_access(),
         )  # fmt: skip

@@ -129,8 +129,17 @@ def make_state(settings: BridgeSettings, pipeline: Pipeline) -> StateBackend:
     return make_backend(settings, pipeline)
 
 
-def build(settings: BridgeSettings, metrics: Metrics, health: Health, watchdog: Watchdog) -> Bridge:
-    """Construct every collaborator; nothing is consumed until :meth:`Bridge.run`."""
+def build(
+    settings: BridgeSettings,
+    metrics: Metrics,
+    health: Health,
+    watchdog: Watchdog,
+    *,
+    replaying: bool = False,
+) -> Bridge:
+    """Construct every collaborator; nothing is consumed until :meth:`Bridge.run`.
+
+    ``replaying``: the input is a dead-letter topic (``eos-bridge dlq replay``)."""
     pipeline = build_pipeline(settings)
     topics, batch_limit, target_admin = preflight(settings)
     source, target = settings.source(), settings.target_cluster()
@@ -168,6 +177,7 @@ def build(settings: BridgeSettings, metrics: Metrics, health: Health, watchdog: 
             metrics, health, settings.max_dead_letter_ratio, settings.dead_letter_ratio_window
         ),
         value_codec=formats.value_out, key_codec=formats.key_out, topic_max_bytes=batch_limit,
+        replaying=replaying,
     )  # fmt: skip
     _init_transactions(txn, common, settings.transactional_id)
     state = make_state(settings, pipeline)
@@ -183,6 +193,7 @@ def build(settings: BridgeSettings, metrics: Metrics, health: Health, watchdog: 
         topics=settings.input_topics, instance_id=settings.instance_id,
         batch_size=settings.batch_size, poll_timeout=settings.poll_timeout,
         retries=settings.record_retries, dead_letter=settings.on_error == "dlq",
+        fused=not replaying,
     )  # fmt: skip
     return assemble(
         consumer, txn, output, pipeline, state, checkpoint, metrics, health, watchdog,

@@ -50,6 +50,8 @@ class Output:
         client_max_bytes: the producer's ``message.max.bytes``.
         topic_max_bytes: the smallest ``max.message.bytes`` of the topics written (None:
             unknown); a record over it or over ``client_max_bytes`` is refused before sending.
+        replaying: the input is a dead-letter topic (``eos-bridge dlq replay``): its error
+            headers are not written to the output, and become history in a new dead letter.
         dead_letters: counts dead letters for the summary lines, metrics and ratio check.
         value_codec: encodes output values (``output_format``; JSON by default).
         key_codec: encodes output keys (``output_key_format``; bytes by default).
@@ -67,6 +69,7 @@ class Output:
         value_codec: Codec | None = None,
         key_codec: Codec | None = None,
         topic_max_bytes: int | None = None,
+        replaying: bool = False,
     ) -> None:
         self.collector = collector
         self.value_codec = value_codec or JsonCodec()
@@ -79,6 +82,7 @@ class Output:
         # What one record (key, value, headers) may weigh on its way to any topic written.
         self._record_limit = min(client_max_bytes, topic_max_bytes or client_max_bytes)
         self._output_limit = min(max_bytes, self._record_limit - RECORD_OVERHEAD)
+        self._replaying = replaying
         self._dead_letters = dead_letters
         # Inputs dead-lettered in the open transaction: a fan-out whose outputs fail twice
         # still puts its input in the DLQ once.
@@ -124,6 +128,8 @@ class Output:
             if size > max_bytes:  # over max_output_bytes, or more than a topic takes
                 failures.append(Failure(row, "output", self._too_large(row, size)))
                 continue
+            if self._replaying and row.headers:
+                row.headers = [h for h in row.headers if not h[0].startswith(DLQ_PREFIX)] or None
             if check_refused and self._refused(row, topic, payload, key, failures):
                 continue
             try:
@@ -210,7 +216,8 @@ class Output:
             (H_OFFSET, str(row.offset).encode()),
             *self._error_headers(error, failure.step),
         ]
-        letter = fit(row.raw, _dlq_key(row.key), list(row.headers or ()), ours, self._record_limit)
+        own = [(as_history(k), v) for k, v in row.headers or ()]
+        letter = fit(row.raw, _dlq_key(row.key), own, ours, self._record_limit)
         if self._dead_letters is not None:
             self._dead_letters.add(failure)
         self.collector.send_dead_letter(self._dlq_topic, letter.value, letter.key, letter.headers)
@@ -250,6 +257,19 @@ class Output:
         self._dead.clear()
         if self._dead_letters is not None:
             self._dead_letters.account(consumed)
+
+
+DLQ_PREFIX = "eos.dlq."
+HISTORY_PREFIX = "eos.dlq.history."
+
+
+def as_history(name: str) -> str:
+    """A dead letter's own ``eos.dlq.*`` header, kept as history when it fails again on
+    replay (``eos.dlq.error.class`` → ``eos.dlq.history.error.class``; repeated headers keep
+    every earlier failure, oldest first)."""
+    if name.startswith(DLQ_PREFIX) and not name.startswith(HISTORY_PREFIX):
+        return HISTORY_PREFIX + name[len(DLQ_PREFIX) :]
+    return name
 
 
 def _text(text: str) -> bytes:

@@ -134,3 +134,26 @@ def test_a_dead_letter_whose_key_cannot_be_encoded_is_still_written() -> None:
     assert producer.produced[0][2] == b"\\udfff"
     output.dead_letter(Failure(row({}, offset=1, key=object()), "x", ValueError("\ud800")))
     assert dict(producer.produced[1][3])["eos.dlq.error.message"] == b"\\ud800"
+
+
+def test_a_replayed_dead_letter_loses_its_error_headers_on_output_and_keeps_them_as_history() -> (
+    None
+):
+    producer = FakeProducer()
+    output = Output(RecordCollector(producer), "out", "dlq", 10_000, lambda t: True, replaying=True)
+    earlier = [
+        ("trace", b"t"),
+        ("eos.dlq.error.class", b"KeyError"),
+        ("eos.dlq.source.offset", b"3"),
+    ]
+    good = Row({"n": 1}, b"k", list(earlier), "dlq", 0, 0, 0, b'{"n": 1}')
+    assert output.send([good]) == []
+    assert producer.produced[0][3] == [("trace", b"t")]
+    bad = Row({"n": float("nan")}, b"k", list(earlier), "dlq", 0, 1, 0, b"raw")
+    (failure,) = output.send([bad])
+    output.dead_letter(failure)
+    headers = producer.produced[1][3]
+    assert ("eos.dlq.history.error.class", b"KeyError") in headers
+    assert ("eos.dlq.history.source.offset", b"3") in headers
+    assert dict(headers)["eos.dlq.error.class"] == b"OutputNotEncodable"
+    assert dict(headers)["eos.dlq.source.offset"] == b"1" and ("trace", b"t") in headers
