@@ -1,8 +1,16 @@
-"""``eos-bridge verify``: audit an id-preserving bridge from its topics alone.
+"""``eos-bridge verify``: audit a bridge from its topics.
 
-Reads the input, output and dead-letter topics with ``read_committed`` and checks that every
-input record is either in the output (as many times as it was in the input) or dead-lettered,
-and that nothing else is in the output.
+Reads the input, output and dead-letter topics with ``read_committed``. Two ways to know what
+the output should be:
+
+- ``--pipeline``/``--pipeline-spec``: the pipeline re-run over the committed input, state in
+  memory (:mod:`app.commands.rerun`); outputs compared as a multiset per output topic, dead
+  letters by their source offsets. Any deterministic pipeline: filters, routes, counts,
+  windows. A pipeline that gives two different results over the same records is refused.
+- ``--id-field``/``--id-header``: an id-preserving pipeline, without its code at hand: every
+  input id in the output as many times as in the input, or dead-lettered, nothing else.
+
+Counts are exact; the lists show the first examples.
 """
 
 from __future__ import annotations
@@ -11,15 +19,23 @@ import argparse
 import json
 from collections import Counter
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
 
 from app.commands.connect import DEFAULT_TIMEOUT, add_connection_args, connection
+from app.commands.rerun import comparable, rerun
 from app.commands.settings import settings_epilog
 from app.config import ConnectionSettings
 from app.errors import ConfigError
 from app.kafka.admin import require_topics
 from app.kafka.topics import KafkaRecord, read_all
+from app.offsets.group import committed_offsets
+from app.pipeline.builder import Pipeline, load_pipeline
+from app.pipeline.spec import load_spec
 from app.serde.json import JSONDecodeError, loads
 from app.sink.output import H_OFFSET, H_PARTITION, H_TOPIC
+
+_DETERMINISM_SAMPLE = 2_000
 
 
 @dataclass(slots=True)
@@ -33,6 +49,7 @@ class Report:
     duplicated: list[str] = field(default_factory=list)
     unexpected: list[str] = field(default_factory=list)
     dead_letter_unknown_source: list[str] = field(default_factory=list)
+    counts: dict[str, int] = field(default_factory=dict)  # records, not ids: exact
 
     @property
     def ok(self) -> bool:
@@ -41,11 +58,19 @@ class Report:
         )
 
     def summary(self) -> str:
+        n = self.counts
         return (
-            f"{self.inputs} in, {self.outputs} out, {len(self.duplicated)} duplicates, "
-            f"{len(self.missing)} missing, {self.dead_lettered} dead-lettered"
-            + ("" if self.ok else f", {len(self.unexpected)} unexpected: VIOLATION")
+            f"{self.inputs} in, {self.outputs} out, {n.get('duplicated', 0)} duplicates, "
+            f"{n.get('missing', 0)} missing, {self.dead_lettered} dead-lettered"
+            + ("" if self.ok else f", {n.get('unexpected', 0)} unexpected: VIOLATION")
         )
+
+    def cut(self, limit: int) -> None:
+        """Keep the first ``limit`` examples of each list (the counts stay exact)."""
+        for name in ("missing", "duplicated", "unexpected", "dead_letter_unknown_source"):
+            items = getattr(self, name)
+            self.counts.setdefault(name, len(items))
+            setattr(self, name, sorted(items)[:limit])
 
 
 class IdExtractor:
@@ -87,21 +112,82 @@ def audit(
         dead_sources.add(source)  # type: ignore[arg-type]
     expected = Counter(record_id(r) for key, r in by_source.items() if key not in dead_sources)
     got = Counter(record_id(r) for r in outputs)
-    for rid, want in expected.items():
-        have = got.get(rid, 0)
-        if have < want:
-            report.missing.append(str(rid))
-        elif have > want:
-            report.duplicated.append(str(rid))
-    report.unexpected = [str(rid) for rid in got if rid not in expected]
-    for name in ("missing", "duplicated", "unexpected", "dead_letter_unknown_source"):
-        items = getattr(report, name)
-        setattr(
-            report,
-            name,
-            sorted(items)[:limit] + ([f"... {len(items)}"] if len(items) > limit else []),
-        )
+    compare(report, expected, got, limit)
     return report
+
+
+def compare(report: Report, expected: Counter[Any], got: Counter[Any], limit: int = 20) -> None:
+    """Fill ``report`` from two multisets: exact record counts, the first ``limit`` examples."""
+    missing = duplicated = unexpected = 0
+    for item, want in expected.items():
+        have = got.get(item, 0)
+        if have < want:
+            report.missing.append(str(item))
+            missing += want - have
+        elif have > want:
+            report.duplicated.append(str(item))
+            duplicated += have - want
+    for item, have in got.items():
+        if item not in expected:
+            report.unexpected.append(str(item))
+            unexpected += have
+    report.counts.update(missing=missing, duplicated=duplicated, unexpected=unexpected)
+    report.cut(limit)
+
+
+def audit_pipeline(
+    pipeline: Pipeline,
+    inputs: list[KafkaRecord],
+    outputs: list[KafkaRecord],
+    dead: list[KafkaRecord],
+    output_topic: str,
+    existing: set[str],
+    limit: int = 20,
+) -> Report:
+    """Compare the topics with what ``pipeline`` makes of ``inputs`` (see the module doc)."""
+    exists = existing.__contains__
+    sample = inputs[:_DETERMINISM_SAMPLE]
+    if rerun(pipeline, sample, output_topic, exists) != rerun(
+        pipeline, sample, output_topic, exists
+    ):
+        raise ConfigError(
+            "the pipeline is not deterministic (two runs over the same records differ: wall-clock"
+            " time or randomness?), so verify cannot re-run it; use --id-field or --id-header"
+        )
+    expected = rerun(pipeline, inputs, output_topic, exists)
+    report = Report(inputs=len(inputs), outputs=len(outputs), dead_lettered=len(dead))
+    got = Counter(comparable(r.topic, r.key, r.value) for r in outputs)
+    compare(report, expected.outputs, got, limit)
+    considered = {(r.topic, r.partition, r.offset) for r in inputs}
+    sources = {s for s in (_source_of(r) for r in dead) if s is not None} & considered
+    gone, extra = sorted(expected.dead - sources), sorted(sources - expected.dead)
+    report.dead_letter_unknown_source = [f"no dead letter for {s}" for s in gone]
+    report.dead_letter_unknown_source += [f"unexpected dead letter for {s}" for s in extra]
+    report.counts["dead_letter_unknown_source"] = len(report.dead_letter_unknown_source)
+    report.cut(limit)
+    return report
+
+
+def _pipeline(args: argparse.Namespace) -> Pipeline | None:
+    if args.pipeline and args.pipeline_spec:
+        raise ConfigError("give --pipeline or --pipeline-spec, not both")
+    if args.pipeline:
+        return load_pipeline(args.pipeline)
+    if args.pipeline_spec:
+        return load_spec(args.pipeline_spec)
+    return None
+
+
+def _committed_only(
+    config: dict[str, Any], group: str, topics: list[str], inputs: list[KafkaRecord]
+) -> list[KafkaRecord]:
+    """The input records ``group`` has committed (its positions are past them)."""
+    committed = {
+        (topic, p): offset
+        for topic in topics
+        for p, offset in committed_offsets(config, group, topic).items()
+    }
+    return [r for r in inputs if r.offset < committed.get((r.topic, r.partition), 0)]
 
 
 def _source_of(record: KafkaRecord) -> tuple[str, int, int] | None:
@@ -126,6 +212,9 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     parser.add_argument("--dlq", action="append", default=[], help="dead-letter topic (repeat)")
     parser.add_argument("--id-field", help="JSON field holding the record id")
     parser.add_argument("--id-header", help="header holding the record id")
+    parser.add_argument("--pipeline", help="re-run this pipeline (module:attr) over the input")
+    parser.add_argument("--pipeline-spec", type=Path, help="re-run this YAML pipeline spec")
+    parser.add_argument("--group", help="only the input this consumer group has committed")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
     parser.add_argument("--timeout", type=float, default=300.0, help="seconds to read the topics")
     parser.set_defaults(func=run)
@@ -133,18 +222,25 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 
 def run(args: argparse.Namespace) -> int:
     """Exit 0 when the audit passes, 1 on any violation, 2 on bad arguments or connection."""
+    pipeline = _pipeline(args)
     try:
-        record_id = IdExtractor(args.id_field, args.id_header)
+        record_id = None if pipeline is not None else IdExtractor(args.id_field, args.id_header)
     except ValueError as exc:
-        raise ConfigError(str(exc)) from None
+        raise ConfigError(f"{exc}, or --pipeline/--pipeline-spec") from None
     conn = connection(args)
     wanted = [(f"--{opt}", t) for opt in ("input", "output", "dlq") for t in getattr(args, opt)]
-    require_topics(conn, wanted, DEFAULT_TIMEOUT)
+    existing = require_topics(conn, wanted, DEFAULT_TIMEOUT)
     config = conn.client_config()
     inputs = read_all(config, args.input, True, args.timeout)
+    if args.group:
+        inputs = _committed_only(config, args.group, args.input, inputs)
     outputs = read_all(config, args.output, True, args.timeout)
     dead = read_all(config, args.dlq, True, args.timeout) if args.dlq else []
-    report = audit(inputs, outputs, dead, record_id)
+    if pipeline is not None:
+        report = audit_pipeline(pipeline, inputs, outputs, dead, args.output[0], existing)
+    else:
+        assert record_id is not None
+        report = audit(inputs, outputs, dead, record_id)
     if args.json:
         print(json.dumps({**asdict(report), "ok": report.ok}, indent=2))
     else:

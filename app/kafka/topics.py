@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 # A bootstrap address, or a whole librdkafka client configuration (SASL, TLS...).
@@ -156,10 +156,16 @@ def read_all(
             for p, end in end_offsets(conn, name, read_committed).items():
                 if end > 0:
                     ends[(name, p)] = end
-        consumer.assign([TopicPartition(t, p, 0) for t, p in ends])
+        # From the log start, wherever it is now (retention or delete_records moved it).
+        consumer.assign([TopicPartition(t, p, OFFSET_BEGINNING) for t, p in ends])
         records: list[KafkaRecord] = []
         deadline = time.monotonic() + timeout
-        pending = set(ends)
+        # A partition whose records are all gone (its log start at its end) has nothing to read.
+        floor = {
+            (t, p): consumer.get_watermark_offsets(TopicPartition(t, p), timeout)[0]
+            for t, p in ends
+        }
+        pending = {tp for tp in ends if floor[tp] < ends[tp]}
         while pending:
             if time.monotonic() > deadline:
                 raise TimeoutError(f"read_all: partitions {sorted(pending)} not read to the end")
@@ -171,7 +177,7 @@ def read_all(
             pending = {
                 (tp.topic, tp.partition)
                 for tp in positions
-                if tp.offset < ends[(tp.topic, tp.partition)]
+                if max(tp.offset, floor[(tp.topic, tp.partition)]) < ends[(tp.topic, tp.partition)]
             }
         return [r for r in records if r.offset < ends[(r.topic, r.partition)]]
     finally:
@@ -183,6 +189,7 @@ def _consumer(conn: Connection, read_committed: bool) -> Consumer:
         "group.id": "eos-bridge-reader",  # never joins or commits: assign() only
         "enable.auto.commit": False,
         "enable.partition.eof": False,
+        "auto.offset.reset": "earliest",
         "isolation.level": "read_committed" if read_committed else "read_uncommitted",
     }
     return Consumer(client_config(conn, **settings))
