@@ -1,0 +1,187 @@
+"""The bridge with Avro on both sides, end to end: a real broker, a real Schema Registry
+(Apicurio, devkit.registry), the bridge as a subprocess (issue 29, acceptance 1 and 3).
+
+The test writes its input with confluent-kafka's own ``AvroSerializer`` and reads the output
+back with its own ``AvroDeserializer`` and a client of its own: the bridge's codecs are not
+used to check themselves.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+from collections import Counter, defaultdict
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka.schema_registry import Schema
+from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
+from confluent_kafka.serialization import MessageField, SerializationContext
+
+from app.sink.output import H_CLASS, H_OFFSET, H_PARTITION
+from tests.integration.conftest import MakeBridge
+from tests.support.bridge import base_settings, bridge_topics, http_get, wait_caught_up
+from tests.support.feed import Feeder, feed_and_catch_up, kill_in_open_transaction
+from tests.support.kafka import KafkaFixture, wait_until
+from tests.support.registry import RegistryFixture
+
+pytestmark = pytest.mark.integration
+
+ORDER = {
+    "type": "record", "name": "Order", "namespace": "demo",
+    "fields": [
+        {"name": "id", "type": "string"}, {"name": "user", "type": "string"},
+        {"name": "amount", "type": ["null", "long"], "default": None},
+    ],
+}  # fmt: skip
+ORDER_OUT = {  # what the bridge writes: amount required
+    **ORDER, "name": "OrderOut",
+    "fields": [*ORDER["fields"][:2], {"name": "amount", "type": "long"}],
+}  # fmt: skip
+COUNT_OUT = {
+    "type": "record", "name": "UserCount", "namespace": "demo",
+    "fields": [
+        {"name": "key", "type": "string"}, {"name": "count", "type": "long"},
+        {"name": "_source_topic", "type": "string"}, {"name": "_source_partition", "type": "int"},
+        {"name": "_source_offset", "type": "long"},
+    ],
+}  # fmt: skip
+COUNT_SPEC = """
+steps:
+  - key_by: user
+  - count: {name: orders-per-user}
+"""
+
+
+def _schema_file(tmp_path: Path, schema: dict[str, Any]) -> str:
+    path = tmp_path / f"{schema['name']}.avsc"
+    path.write_text(json.dumps(schema))
+    return str(path)
+
+
+def _orders(registry: RegistryFixture, topic: str, n: int) -> tuple[list[bytes], list[bytes]]:
+    """``n`` Avro orders written by confluent-kafka's serializer (registering ``<topic>-value``)."""
+    write = AvroSerializer(registry.client(), json.dumps(ORDER))
+    ctx = SerializationContext(topic, MessageField.VALUE)
+    values, keys = [], []
+    for i in range(n):
+        user = f"user-{i % 50}"
+        values.append(write({"id": f"o{i}", "user": user, "amount": i % 97}, ctx))
+        keys.append(user.encode())
+    return values, keys
+
+
+def _read(registry: RegistryFixture, kafka: KafkaFixture, topic: str) -> list[dict[str, Any]]:
+    """Every committed record of ``topic``, decoded by confluent-kafka's own deserializer."""
+    read = AvroDeserializer(registry.client())
+    ctx = SerializationContext(topic, MessageField.VALUE)
+    return [read(r.value, ctx) for r in kafka.read_all(topic)]
+
+
+def _settings(
+    kafka: KafkaFixture, registry: RegistryFixture, tmp_path: Path, out_schema: dict[str, Any],
+    **extra: object,
+) -> dict[str, Any]:  # fmt: skip
+    src, out, dlq = bridge_topics(kafka)
+    return base_settings(
+        kafka, src, out, dlq, batch_size=500,
+        input_format="avro", output_format="avro",
+        schema_registry={"url": registry.url, "timeout": 3},
+        output_schema={"schema_file": _schema_file(tmp_path, out_schema)},
+        **extra,
+    )  # fmt: skip
+
+
+def test_avro_count_exactly_once_with_a_sigkill(
+    kafka: KafkaFixture, registry: RegistryFixture, bridges: MakeBridge, tmp_path: Path
+) -> None:
+    spec = tmp_path / "count.yaml"
+    spec.write_text(COUNT_SPEC)
+    s = _settings(
+        kafka, registry, tmp_path, COUNT_OUT,
+        pipeline_spec=str(spec), state_dir=str(tmp_path / "state"), commit_interval=2.0,
+    )  # fmt: skip
+    src, out, group = s["input_topics"][0], s["output_topic"], s["group_id"]
+    feeder = Feeder(kafka, src, *_orders(registry, src, 10_000))
+    bridge = bridges(**s).start()
+    feed_and_catch_up(kafka, feeder, group, 1_000, [bridge])
+    kill_in_open_transaction(kafka, bridge, feeder, group, out, chunk=500)
+    bridge.start()
+    feed_and_catch_up(kafka, feeder, group, None, [bridge])
+    assert bridge.terminate() == 0, bridge.logs()[-3000:]
+
+    records = kafka.read_all(src)
+    inputs = Counter(r.key.decode() for r in records if r.key)
+    assert sum(inputs.values()) == 10_000
+    outputs = _read(registry, kafka, out)
+    sources = Counter((o["_source_partition"], o["_source_offset"]) for o in outputs)
+    assert [s for s, n in sources.items() if n > 1] == [], "an input counted twice"
+    assert set(sources) == {(r.partition, r.offset) for r in records}, "an input not counted"
+    counts: dict[str, list[int]] = defaultdict(list)
+    for o in outputs:
+        counts[o["key"]].append(o["count"])
+    # Every input counted once: per user the emitted counts are exactly 1..n, in order.
+    assert {k: v for k, v in counts.items() if v != list(range(1, inputs[k] + 1))} == {}
+    assert set(counts) == set(inputs)
+    assert kafka.read_all(s["dlq_topic"]) == []
+    assert kafka.end_offsets(out, True) == kafka.end_offsets(out, False), "hanging transaction"
+
+
+def test_unreadable_and_unwritable_records_are_dead_lettered_with_their_class(
+    kafka: KafkaFixture, registry: RegistryFixture, bridges: MakeBridge, tmp_path: Path
+) -> None:
+    s = _settings(kafka, registry, tmp_path, ORDER_OUT)
+    src, out = s["input_topics"][0], s["output_topic"]
+    values, keys = _orders(registry, src, 300)
+    no_amount = AvroSerializer(registry.client(), json.dumps(ORDER))(
+        {"id": "no-amount", "user": "u", "amount": None},
+        SerializationContext(src, MessageField.VALUE),
+    )
+    bad = {
+        b"\x01not the wire format": "NotWireFormat",
+        b"\x00" + (987_654_321).to_bytes(4, "big") + b"\x02": "UnknownSchemaId",
+        no_amount: "OutputNotEncodable",  # the output schema has no null amount
+    }
+    kafka.seed(src, [*values[:100], *bad, *values[100:]], [*keys[:100], *[b"k"] * 3, *keys[100:]])
+    bridge = bridges(**s).start()
+    wait_caught_up(kafka, s["group_id"], src, 120, [bridge])
+    assert bridge.terminate() == 0, bridge.logs()[-3000:]
+
+    outputs = _read(registry, kafka, out)
+    assert Counter(o["id"] for o in outputs) == Counter(f"o{i}" for i in range(300))
+    dead = kafka.read_all(s["dlq_topic"])
+    by_value = {r.value: (r.header(H_CLASS) or b"").decode() for r in dead}
+    assert by_value == bad  # the raw input bytes, each once, with its class
+    sources = {(r.header(H_PARTITION), r.header(H_OFFSET)) for r in dead}
+    assert len(sources) == 3
+
+
+def test_an_incompatible_output_schema_stops_the_start_with_one_line(
+    kafka: KafkaFixture, registry: RegistryFixture, bridges: MakeBridge, tmp_path: Path
+) -> None:
+    s = _settings(kafka, registry, tmp_path, ORDER_OUT)
+    subject = f"{s['output_topic']}-value"
+    # Registered first: a schema whose BACKWARD successor cannot add required fields.
+    only_id = {"type": "record", "name": "OrderOut", "namespace": "demo",
+               "fields": [{"name": "id", "type": "string"}]}  # fmt: skip
+    registry.client().register_schema(subject, Schema(json.dumps(only_id), "AVRO"))
+    bridge = bridges(**s).start()
+    assert bridge.wait(120) == 2
+    errors = [line for line in bridge.logs().splitlines() if " ERROR " in line]
+    assert len(errors) == 1, bridge.logs()[-3000:]
+    assert subject in errors[0] and "409" in errors[0]
+
+
+def test_a_wrong_registry_url_stops_the_start_with_one_line(
+    kafka: KafkaFixture, registry: RegistryFixture, bridges: MakeBridge, tmp_path: Path
+) -> None:
+    s = _settings(kafka, registry, tmp_path, ORDER_OUT)
+    s["schema_registry"] = {"url": "http://127.0.0.1:9/apis/ccompat/v7", "timeout": 3}
+    bridge = bridges(**s).start()
+    assert bridge.wait(120) == 2
+    errors = [line for line in bridge.logs().splitlines() if " ERROR " in line]
+    assert len(errors) == 1, bridge.logs()[-3000:]
+    assert "http://127.0.0.1:9/apis/ccompat/v7" in errors[0]
+    assert "BRIDGE_SCHEMA_REGISTRY__URL" in errors[0]
