@@ -11,7 +11,9 @@ from __future__ import annotations
 import json
 import os
 import signal
+import time
 from collections import Counter, defaultdict
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +23,7 @@ from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerialize
 from confluent_kafka.serialization import MessageField, SerializationContext
 
 from app.sink.output import H_CLASS, H_OFFSET, H_PARTITION
+from devkit.kafka.cluster import free_port
 from tests.integration.conftest import MakeBridge
 from tests.support.bridge import base_settings, bridge_topics, http_get, wait_caught_up
 from tests.support.feed import Feeder, feed_and_catch_up, kill_in_open_transaction
@@ -185,3 +188,56 @@ def test_a_wrong_registry_url_stops_the_start_with_one_line(
     assert len(errors) == 1, bridge.logs()[-3000:]
     assert "http://127.0.0.1:9/apis/ccompat/v7" in errors[0]
     assert "BRIDGE_SCHEMA_REGISTRY__URL" in errors[0]
+
+
+@pytest.mark.chaos
+def test_a_registry_outage_dead_letters_nothing_and_processing_resumes(
+    kafka: KafkaFixture,
+    make_registry: Callable[[], RegistryFixture],
+    bridges: MakeBridge,
+    tmp_path: Path,
+) -> None:
+    registry = make_registry()  # its own: this test freezes it
+    assert registry.server is not None and registry.server.pid is not None
+    port = free_port()
+    s = _settings(
+        kafka, registry, tmp_path, ORDER_OUT, http_port=port, call_timeout=120,
+        input_schema={"schema_file": _schema_file(tmp_path, ORDER)},  # v2 records read as v1
+    )  # fmt: skip
+    src, out, group = s["input_topics"][0], s["output_topic"], s["group_id"]
+    bridge = bridges(**s).start()
+    feed_and_catch_up(
+        kafka, Feeder(kafka, src, *_orders(registry, src, 500)), group, None, [bridge]
+    )
+    # Records of a schema version the bridge has not seen yet: it must ask the registry.
+    v2 = {**ORDER, "fields": [*ORDER["fields"], {"name": "note", "type": "string", "default": ""}]}
+    write = AvroSerializer(registry.client(), json.dumps(v2))
+    ctx = SerializationContext(src, MessageField.VALUE)
+    later = [
+        write({"id": f"v2-{i}", "user": "u", "amount": i, "note": "n"}, ctx) for i in range(300)
+    ]
+
+    os.kill(registry.server.pid, signal.SIGSTOP)  # stopped, not gone: requests time out
+    try:
+        kafka.seed(src, later, [b"u"] * len(later))
+        wait_until(lambda: _not_ready_for_the_registry(port), 60, "/readyz 503 naming the registry")
+        held = time.monotonic() + 20  # the outage's length is the test's input, not a sync
+        while time.monotonic() < held:
+            assert bridge.running(), bridge.logs()[-3000:]
+            assert _not_ready_for_the_registry(port)
+            time.sleep(0.5)
+    finally:
+        os.kill(registry.server.pid, signal.SIGCONT)
+    wait_caught_up(kafka, group, src, 120, [bridge])
+    wait_until(lambda: http_get(port, "/readyz")[0] == 200, 60, "/readyz 200 again")
+    assert bridge.terminate() == 0, bridge.logs()[-3000:]
+
+    ids = Counter(o["id"] for o in _read(registry, kafka, out))
+    assert ids == Counter([*(f"o{i}" for i in range(500)), *(f"v2-{i}" for i in range(300))])
+    assert kafka.read_all(s["dlq_topic"]) == []
+    assert kafka.end_offsets(out, True) == kafka.end_offsets(out, False), "hanging transaction"
+
+
+def _not_ready_for_the_registry(port: int) -> bool:
+    status, body = http_get(port, "/readyz")
+    return status == 503 and "schema registry unavailable" in body
