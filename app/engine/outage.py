@@ -51,6 +51,12 @@ class RegistryOutage:
         self._probe, self._health, self._deadline = probe, health, deadline
         self._clock, self._sleep, self._backoff = clock, sleep, backoff
         self._since: float | None = None  # when the current outage began
+        self._stopping: Callable[[], bool] = lambda: False
+
+    def stop_when(self, stopping: Callable[[], bool]) -> None:
+        """Stop waiting once ``stopping()`` holds (SIGTERM: the loop then shuts down; nothing
+        is open, the abort came first)."""
+        self._stopping = stopping
         self._ended = float("-inf")  # when the registry last answered again
 
     def wait(self, exc: RegistryUnavailable) -> None:
@@ -72,6 +78,8 @@ class RegistryOutage:
                     f"{exc}; unavailable for more than {self._deadline:.0f}s (call_timeout): "
                     f"exiting so Kubernetes restarts the instance"
                 ) from exc
+            if self._stopping():
+                return
             try:
                 self._probe.check()
                 break

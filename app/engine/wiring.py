@@ -216,10 +216,13 @@ def assemble(
     repair = PartitionRepair(consumer, txn.offsets, state, health, metrics, reset_offset)
     ladder = Ladder(txn, output.refusals, metrics, repair, outage)
     rebalancer = Rebalancer(consumer, checkpoint, state, metrics, health, txn.offsets, ladder)
-    return Bridge(
+    bridge = Bridge(
         consumer, txn, output, pipeline, state, checkpoint, rebalancer, ladder, metrics, health,
         watchdog, loop, formats,
     )  # fmt: skip
+    if outage is not None:
+        outage.stop_when(lambda: bridge.stopping)
+    return bridge
 
 
 def build_formats(

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 
 from confluent_kafka.schema_registry import SchemaRegistryClient
 
-from app.errors import ConfigError
+from app.errors import BridgeError, ConfigError
 from app.serde.avro import AvroCodec
 from app.serde.base import Codec, Formats, Inline, Role
 from app.serde.json import JsonCodec
@@ -67,7 +67,16 @@ def codec_for(
         raise ValueError(f"unknown format {fmt!r}; one of {', '.join(FORMATS)}")
     if registry is None:
         raise ConfigError(f"the {role.value} format {fmt} needs schema_registry.url")
-    return codec(registry, schema or SchemaSettings.model_validate({}), role, client)
+    schema = schema or SchemaSettings.model_validate({})
+    try:
+        return codec(registry, schema, role, client)
+    except BridgeError:
+        raise
+    except Exception as exc:  # the libraries' schema parse errors share no class
+        setting = f"{role.name.lower()}_schema.schema_file".replace("_value", "")
+        raise ConfigError(
+            f"{setting} ({schema.schema_file}) is not a usable {fmt} schema: {exc!r}"
+        ) from exc
 
 
 def formats(

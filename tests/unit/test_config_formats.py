@@ -109,3 +109,16 @@ def test_codec_for_builds_the_codec_each_format_names(tmp_path: Path) -> None:
     assert built.key_out.subject("out") == "out-key"
     with pytest.raises(ConfigError, match=r"schema_registry\.url"):
         serde.codec_for("protobuf", serde.Role.INPUT_VALUE)
+
+
+@pytest.mark.parametrize("text", ["not json", '{"type": "record", "name": "X", "fields": 1}'])
+def test_an_unusable_schema_file_is_a_config_error_naming_the_setting(
+    tmp_path: Path, text: str
+) -> None:
+    schema = tmp_path / "bad.avsc"
+    schema.write_text(text)
+    with pytest.raises(ConfigError, match=r"^input_schema\.schema_file .*bad\.avsc"):
+        serde.codec_for(
+            "avro", serde.Role.INPUT_VALUE, RegistrySettings(url="http://127.0.0.1:1"),
+            SchemaSettings(schema_file=schema),
+        )  # fmt: skip

@@ -54,7 +54,7 @@ class Rig:
         self.probe, self.clock = Probe(failures), Clock()
         self.health = self.clock.health = Health(stale_after=30)
         self.health.set_ready(True, "assigned")
-        outage = RegistryOutage(
+        self.outage = outage = RegistryOutage(
             self.probe, self.health, deadline, clock=self.clock, sleep=self.clock.sleep,
             backoff=(1.0, 4.0),
         )  # fmt: skip
@@ -114,3 +114,11 @@ def test_without_a_registry_format_it_is_raised() -> None:
     with pytest.raises(RegistryUnavailable):
         ladder.react(DOWN)
     assert owner.did == []
+
+
+def test_a_stop_request_ends_the_wait_without_waiting_for_the_registry() -> None:
+    rig = Rig(failures=1_000, deadline=30.0)
+    rig.outage.stop_when(lambda: rig.probe.asked >= 2)  # SIGTERM after the second probe
+    rig.ladder.react(DOWN)  # returns: the loop sees `stopping` and shuts down
+    assert rig.owner.did == [("abort", True, True)]
+    assert rig.probe.asked == 2
