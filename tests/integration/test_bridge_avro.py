@@ -20,8 +20,11 @@ from typing import Any
 import pytest
 from confluent_kafka.schema_registry import Schema
 from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
+from confluent_kafka.schema_registry.json_schema import JSONSerializer
+from confluent_kafka.schema_registry.protobuf import ProtobufSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 
+from app.serde.protobuf import compile_proto
 from app.sink.output import H_CLASS, H_OFFSET, H_PARTITION
 from devkit.kafka.cluster import free_port
 from tests.integration.conftest import MakeBridge
@@ -241,3 +244,56 @@ def test_a_registry_outage_dead_letters_nothing_and_processing_resumes(
 def _not_ready_for_the_registry(port: int) -> bool:
     status, body = http_get(port, "/readyz")
     return status == 503 and "schema registry unavailable" in body
+
+
+ORDER_PROTO = """syntax = "proto3";
+package demo;
+message Order {
+  string id = 1;
+  string user = 2;
+  int64 amount = 3;
+}
+"""
+ORDER_JSON_SCHEMA = {
+    "title": "Order", "type": "object", "additionalProperties": False,
+    "properties": {"id": {"type": "string"}, "user": {"type": "string"},
+                   "amount": {"type": "integer"}},
+    "required": ["id", "user", "amount"],
+}  # fmt: skip
+
+
+def test_protobuf_in_json_out_and_json_schema_in_avro_out(
+    kafka: KafkaFixture, registry: RegistryFixture, bridges: MakeBridge, tmp_path: Path
+) -> None:
+    proto = tmp_path / "order.proto"
+    proto.write_text(ORDER_PROTO)
+    order_class = compile_proto(proto)  # the input's message class (the test writes with it)
+    runs = [
+        ("protobuf", "json", ProtobufSerializer(order_class, registry.client(), {
+            "use.deprecated.format": False}), lambda v: order_class(**v)),
+        ("json_schema", "avro", JSONSerializer(json.dumps(ORDER_JSON_SCHEMA), registry.client()),
+         lambda v: v),
+    ]  # fmt: skip
+    for input_format, output_format, write, build in runs:
+        src, out, dlq = bridge_topics(kafka)
+        s = base_settings(
+            kafka, src, out, dlq, input_format=input_format, output_format=output_format,
+            schema_registry={"url": registry.url},
+            output_schema={"schema_file": _schema_file(tmp_path, ORDER_OUT)},
+        )  # fmt: skip
+        ctx = SerializationContext(src, MessageField.VALUE)
+        orders = [{"id": f"o{i}", "user": f"u{i % 7}", "amount": i} for i in range(200)]
+        kafka.seed(
+            src, [write(build(o), ctx) for o in orders], [o["user"].encode() for o in orders]
+        )
+        bridge = bridges(**s).start()
+        wait_caught_up(kafka, s["group_id"], src, 120, [bridge])
+        assert bridge.terminate() == 0, bridge.logs()[-3000:]
+        if output_format == "json":
+            got = [json.loads(r.value) for r in kafka.read_all(out)]
+        else:
+            got = _read(registry, kafka, out)
+        by_id = {o["id"]: o for o in got}
+        assert len(got) == len(by_id) == 200, input_format
+        assert all(by_id[o["id"]]["amount"] == o["amount"] for o in orders), input_format
+        assert kafka.read_all(dlq) == [], input_format
