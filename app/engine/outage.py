@@ -51,13 +51,13 @@ class RegistryOutage:
         self._probe, self._health, self._deadline = probe, health, deadline
         self._clock, self._sleep, self._backoff = clock, sleep, backoff
         self._since: float | None = None  # when the current outage began
+        self._ended = float("-inf")  # when the registry last answered again
         self._stopping: Callable[[], bool] = lambda: False
 
     def stop_when(self, stopping: Callable[[], bool]) -> None:
         """Stop waiting once ``stopping()`` holds (SIGTERM: the loop then shuts down; nothing
         is open, the abort came first)."""
         self._stopping = stopping
-        self._ended = float("-inf")  # when the registry last answered again
 
     def wait(self, exc: RegistryUnavailable) -> None:
         """Return once the registry answers; the caller has aborted and rewound.
