@@ -35,9 +35,14 @@ from pydantic_settings import (
 
 from app.errors import ConfigError
 from app.kafka.defaults import FORCED_CONSUMER_KEYS, FORCED_PRODUCER_KEYS
+from app.serde import REGISTRY_FORMATS
+from app.serde.registry import RegistrySettings, SchemaSettings
 
 ENV_PREFIX = "BRIDGE_"
 KafkaValue = str | int | float | bool
+# A role's schema settings when none are given (frozen: one instance serves every default).
+_NO_SCHEMA = SchemaSettings.model_validate({})
+Format = Literal["json", "bytes", "avro", "protobuf", "json_schema"]
 
 
 _S = TypeVar("_S", bound="ConnectionSettings")
@@ -180,12 +185,19 @@ class BridgeSettings(ConnectionSettings):
 
     pipeline: str | None = Field(None, description="Python pipeline as module:attr")
     pipeline_spec: Path | None = Field(None, description="declarative pipeline YAML")
-    input_format: Literal["json", "bytes"] = Field("json", description="input value format")
-    input_key_format: Literal["bytes", "json"] = Field("bytes", description="input key format")
-    output_format: Literal["json", "bytes"] = Field("json", description="output value format")
-    output_key_format: Literal["bytes", "json"] = Field(
+    input_format: Format = Field("json", description="input value format")
+    input_key_format: Format = Field("bytes", description="input key format")
+    output_format: Format = Field("json", description="output value format")
+    output_key_format: Format = Field(
         "bytes", description="output key format (bytes: a non-bytes key is written as its str)"
     )
+    schema_registry: RegistrySettings | None = Field(
+        None, description="the Schema Registry of the avro, protobuf and json_schema formats"
+    )
+    input_schema: SchemaSettings = Field(_NO_SCHEMA, description="input value: reader schema")
+    input_key_schema: SchemaSettings = Field(_NO_SCHEMA, description="input key: reader schema")
+    output_schema: SchemaSettings = Field(_NO_SCHEMA, description="output value: schema, subject")
+    output_key_schema: SchemaSettings = Field(_NO_SCHEMA, description="output key: the same")
 
     http_port: int = Field(9000, ge=0, le=65535, description="/metrics /livez /readyz; 0 = off")
     http_host: str = "0.0.0.0"
@@ -241,6 +253,7 @@ class BridgeSettings(ConnectionSettings):
             raise ValueError("set either pipeline (module:attr) or pipeline_spec, not both")
         if self.pipeline and ":" not in self.pipeline:
             raise ValueError(f"pipeline must look like module:attr, got {self.pipeline!r}")
+        _check_formats(self)
         if self.output_topic in self.input_topics and not self.cross_cluster:
             raise ValueError(f"output_topic {self.output_topic!r} is also an input topic")
         if self.cross_cluster and self.exactly_once:
@@ -288,9 +301,30 @@ class BridgeSettings(ConnectionSettings):
                 k: ("**********" if _secret_key(k) else v)
                 for k, v in data["target"]["kafka"].items()
             }
+        if self.schema_registry is not None:  # basic_auth/key_password: already masked
+            data["schema_registry"]["url"] = self.schema_registry.safe_url
         data["dlq_topic"] = self.dead_letter_topic
         data["transactional_id"] = self.transactional_id if self.exactly_once else None
         return data
+
+
+def _check_formats(settings: BridgeSettings) -> None:
+    """A registry format needs a registry; an output one needs a schema to write."""
+    for name in ("input_format", "input_key_format", "output_format", "output_key_format"):
+        fmt, where = getattr(settings, name), name.replace("_format", "_schema")
+        if fmt not in REGISTRY_FORMATS:
+            continue
+        if settings.schema_registry is None:
+            raise ValueError(
+                f"{name}={fmt} needs a Schema Registry: set schema_registry.url "
+                f"(BRIDGE_SCHEMA_REGISTRY__URL)"
+            )
+        schema: SchemaSettings = getattr(settings, where)
+        if name.startswith("output") and not (schema.schema_file or schema.use_latest_version):
+            raise ValueError(
+                f"{name}={fmt} needs the schema it writes: set {where}.schema_file "
+                f"(BRIDGE_{where.upper()}__SCHEMA_FILE) or {where}.use_latest_version"
+            )
 
 
 # librdkafka keys whose values can carry a secret: passwords, PEM private keys, JAAS configs

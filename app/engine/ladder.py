@@ -10,6 +10,8 @@ abort, re-create the producer or give up, and nothing else labels the abort metr
     PartitionsMigrated                    → abort (the partitions go; the rest is rewound)
     OffsetsUnfetched                      → abort, assign again at the committed offsets
     StateCorrupted with partitions        → abort, wipe and restore those partitions
+    RegistryUnavailable                   → abort, rewind, wait until the registry answers
+                                            (app.engine.outage; exit 3 past its deadline)
     anything else (KafkaFatalError, RecordError, InstanceFenced, StateCorrupted without
     partitions)                           → raised: the process exits with its code
 """
@@ -20,6 +22,7 @@ import logging
 
 from confluent_kafka import KafkaException
 
+from app.engine.outage import RegistryOutage
 from app.engine.repair import PartitionRepair
 from app.engine.transactions import Transactions
 from app.errors import (
@@ -33,6 +36,7 @@ from app.errors import (
 )
 from app.kafka.errors import bridge_error, describe
 from app.ops.metrics import Metrics
+from app.serde.registry import RegistryUnavailable
 from app.sink.refusals import Refusals
 
 log = logging.getLogger(__name__)
@@ -47,11 +51,13 @@ class Ladder:
         refusals: Refusals,
         metrics: Metrics,
         repair: PartitionRepair,
+        outage: RegistryOutage | None = None,
     ) -> None:
         self._txn = txn
         self._refusals = refusals
         self._metrics = metrics
         self._repair = repair
+        self._outage = outage  # None: no registry format, so no such outage
 
     def react(self, exc: BaseException, *, rewind: bool = True) -> None:
         """React to ``exc``, or raise it (mapped) when nothing in-process helps.
@@ -81,6 +87,9 @@ class Ladder:
         elif isinstance(exc, StateCorrupted) and exc.partitions:
             self._abort("state_corrupted", exc, rewind)
             self._repair.restore_again(exc.partitions)
+        elif isinstance(exc, RegistryUnavailable) and self._outage is not None:
+            self._abort("registry_unavailable", exc, rewind)
+            self._outage.wait(exc)
         elif isinstance(exc, StateCorrupted):
             raise KafkaFatalError(f"local state corrupted: {exc}") from exc
         else:

@@ -17,6 +17,7 @@ from app.config import BridgeSettings, Cluster
 from app.engine.checkpoint import Checkpoint
 from app.engine.ladder import Ladder
 from app.engine.loop import Bridge, LoopSettings
+from app.engine.outage import RegistryOutage
 from app.engine.rebalance import Rebalancer
 from app.engine.repair import PartitionRepair
 from app.engine.transactions import Transactions
@@ -34,6 +35,9 @@ from app.ops.logs import librdkafka_logging
 from app.ops.metrics import Metrics
 from app.pipeline.builder import Pipeline, load_pipeline
 from app.pipeline.spec import load_spec
+from app.serde import Role
+from app.serde.registry import RegistryConfigError, RegistryUnavailable
+from app.serde.registry_probe import RegistryProbe
 from app.sink.collector import RecordCollector
 from app.sink.deadletters import DeadLetters
 from app.sink.output import Output
@@ -142,6 +146,7 @@ def build(
     ``replaying``: the input is a dead-letter topic (``eos-bridge dlq replay``)."""
     pipeline = build_pipeline(settings)
     topics, batch_limit, target_admin = preflight(settings)
+    formats, outage = build_formats(settings, health)
     source, target = settings.source(), settings.target_cluster()
     common = {**target.client_common(), **librdkafka_logging()}  # the producer's
     consumer = Consumer(
@@ -164,10 +169,6 @@ def build(
         where=f"transaction coordinator of {settings.transactional_id!r}",
     )
     collector.rebind(txn.producer)
-    formats = serde.formats(
-        settings.input_format, settings.output_format,
-        settings.input_key_format, settings.output_key_format,
-    )  # fmt: skip
     output = Output(
         collector, settings.output_topic, settings.dead_letter_topic, settings.max_output_bytes,
         TopicCatalog(target_admin.list_topics if settings.cross_cluster else consumer.list_topics,
@@ -197,7 +198,7 @@ def build(
     )  # fmt: skip
     return assemble(
         consumer, txn, output, pipeline, state, checkpoint, metrics, health, watchdog,
-        loop, formats, _reset_offset(settings),
+        loop, formats, _reset_offset(settings), outage,
     )  # fmt: skip
 
 
@@ -214,6 +215,7 @@ def assemble(
     loop: LoopSettings,
     formats: serde.Formats,
     reset_offset: int = OFFSET_BEGINNING,
+    outage: RegistryOutage | None = None,
 ) -> Bridge:
     """The engine's own collaborators around built clients: the hooks of the transaction
     owner, the ladder, the repairs and the rebalancer, then the loop (the unit tests' rigs
@@ -223,12 +225,53 @@ def assemble(
         txn.on_abort(discard)
     txn.on_new_producer(output.collector.rebind)
     repair = PartitionRepair(consumer, txn.offsets, state, health, metrics, reset_offset)
-    ladder = Ladder(txn, output.refusals, metrics, repair)
+    ladder = Ladder(txn, output.refusals, metrics, repair, outage)
     rebalancer = Rebalancer(consumer, checkpoint, state, metrics, health, txn.offsets, ladder)
-    return Bridge(
+    bridge = Bridge(
         consumer, txn, output, pipeline, state, checkpoint, rebalancer, ladder, metrics, health,
         watchdog, loop, formats,
     )  # fmt: skip
+    if outage is not None:
+        outage.stop_when(lambda: bridge.stopping)
+    return bridge
+
+
+def build_formats(
+    settings: BridgeSettings, health: Health
+) -> tuple[serde.Formats, RegistryOutage | None]:
+    """The codec of each topic role; with a registry format, the registry is asked now and
+    the output schemas are registered or looked up, so that a wrong URL, refused credentials
+    or an incompatible schema (409) stop the bridge before any record (exit 2, one line).
+
+    Returns:
+        the codecs, and what waits out a registry outage during the run (None: no registry).
+    """
+    names = (
+        settings.input_format, settings.output_format,
+        settings.input_key_format, settings.output_key_format,
+    )  # fmt: skip
+    registry = settings.schema_registry
+    if registry is None or not set(names) & set(serde.REGISTRY_FORMATS):
+        return serde.formats(*names), None
+    client = registry.client()
+    probe = RegistryProbe(registry, client)
+    probe.check_at_start()
+    schemas = {
+        Role.INPUT_VALUE: settings.input_schema, Role.INPUT_KEY: settings.input_key_schema,
+        Role.OUTPUT_VALUE: settings.output_schema, Role.OUTPUT_KEY: settings.output_key_schema,
+    }  # fmt: skip
+    formats = serde.formats(*names, registry=registry, schemas=schemas, client=client)
+    for codec in (formats.value_out, formats.key_out):
+        if isinstance(codec, serde.RegistryCodec):
+            try:
+                schema_id = codec.prepare(settings.output_topic)
+            except RegistryUnavailable as exc:
+                raise RegistryConfigError(f"cannot start: {exc}") from exc
+            log.info(
+                "%s %s: schema ID %d under subject %r", codec.role.value, codec.name,
+                schema_id, codec.subject(settings.output_topic),
+            )  # fmt: skip
+    return formats, RegistryOutage(probe, health, settings.call_timeout)
 
 
 def _producer_config(
