@@ -77,7 +77,9 @@ class Cluster(BaseModel):
         return common
 
     def client_config(self) -> dict[str, KafkaValue]:
-        """A complete librdkafka configuration for a plain client (critical log lines only)."""
+        """A complete librdkafka configuration for a plain client. librdkafka logs critical
+        lines only (``log_level`` 2 unless ``kafka`` says otherwise): a refused connection
+        surfaces once, as the error the command reports, not as a stream of ``%3|FAIL``."""
         return {"log_level": 2, **self.client_common(), "bootstrap.servers": self.bootstrap_servers}
 
 
@@ -128,13 +130,7 @@ class ConnectionSettings(BaseSettings):
         """librdkafka settings shared by both clients, credentials included (never logged)."""
         return self.source().client_common()
 
-    def client_config(self) -> dict[str, KafkaValue]:
-        """A complete librdkafka configuration for a plain client of the tools and checks.
-
-        librdkafka's own log lines are limited to critical ones (``log_level`` 2, unless the
-        ``kafka`` map says otherwise): a refused connection then surfaces once, as the error
-        the command reports, instead of as a stream of ``%3|FAIL`` lines.
-        """
+    def client_config(self) -> dict[str, KafkaValue]:  # a plain client's (see Cluster)
         return self.source().client_config()
 
 

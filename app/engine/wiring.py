@@ -147,15 +147,8 @@ def build(
     pipeline = build_pipeline(settings)
     topics, batch_limit, target_admin = preflight(settings)
     formats, outage = build_formats(settings, health)
-    source, target = settings.source(), settings.target_cluster()
-    common = {**target.client_common(), **librdkafka_logging()}  # the producer's
-    consumer = Consumer(
-        consumer_config(
-            source.bootstrap_servers, settings.group_id,
-            settings.instance_id if settings.static_membership else None,
-            {**source.client_common(), **librdkafka_logging()}, dict(settings.consumer),
-        )
-    )  # fmt: skip
+    common = {**settings.target_cluster().client_common(), **librdkafka_logging()}  # producer's
+    consumer = _consumer(settings)
     collector = RecordCollector(metrics=metrics)  # the producer is bound below
     pconf = _producer_config(settings, pipeline, common, batch_limit, collector)
     txn = Transactions(
@@ -190,15 +183,30 @@ def build(
         max_age=settings.transaction_timeout_ms / 1000 * _TXN_AGE_FRACTION,
         fault_abort_every=settings.fault_abort_every,
     )  # fmt: skip
-    loop = LoopSettings(
+    return assemble(
+        consumer, txn, output, pipeline, state, checkpoint, metrics, health, watchdog,
+        _loop_settings(settings, replaying), formats, _reset_offset(settings), outage,
+    )  # fmt: skip
+
+
+def _consumer(settings: BridgeSettings) -> Consumer:
+    """The group consumer, on the source cluster."""
+    source = settings.source()
+    return Consumer(
+        consumer_config(
+            source.bootstrap_servers, settings.group_id,
+            settings.instance_id if settings.static_membership else None,
+            {**source.client_common(), **librdkafka_logging()}, dict(settings.consumer),
+        )
+    )  # fmt: skip
+
+
+def _loop_settings(settings: BridgeSettings, replaying: bool) -> LoopSettings:
+    return LoopSettings(
         topics=settings.input_topics, instance_id=settings.instance_id,
         batch_size=settings.batch_size, poll_timeout=settings.poll_timeout,
         retries=settings.record_retries, dead_letter=settings.on_error == "dlq",
         fused=not replaying,
-    )  # fmt: skip
-    return assemble(
-        consumer, txn, output, pipeline, state, checkpoint, metrics, health, watchdog,
-        loop, formats, _reset_offset(settings), outage,
     )  # fmt: skip
 
 

@@ -83,7 +83,7 @@ def test_an_unanswered_start_up_request_is_one_line_and_exit_3(
     error: Exception, said: str, monkeypatch: pytest.MonkeyPatch,
     caplog: pytest.LogCaptureFixture,
 ) -> None:  # fmt: skip
-    def never_answered(*_: Any) -> None:
+    def never_answered(*_: Any, **__: Any) -> None:
         raise error
 
     monkeypatch.setattr(runner, "build", never_answered)
@@ -103,7 +103,7 @@ def test_an_unanswered_start_up_request_is_one_line_and_exit_3(
 def test_a_tool_whose_request_is_not_answered_says_so(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    def never_answered(*_: Any) -> None:
+    def never_answered(*_: Any, **__: Any) -> None:
         raise TimeoutError()
 
     monkeypatch.setattr(lag, "group_lag", never_answered)
