@@ -57,3 +57,6 @@ def setup(level: str, fmt: str) -> None:
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level)
+    # The schema registry client's HTTP library logs a line per request at INFO.
+    for chatty in ("httpx", "httpx2", "httpcore"):
+        logging.getLogger(chatty).setLevel(max(logging.WARNING, root.level))
