@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -178,6 +179,19 @@ def _pipeline(args: argparse.Namespace) -> Pipeline | None:
     return None
 
 
+def _read(
+    config: dict[str, Any], topics: list[str], what: str, timeout: float
+) -> list[KafkaRecord]:
+    _progress(f"reading the {what} topics {', '.join(topics)} (read_committed) ...")
+    records = read_all(config, topics, True, timeout)
+    _progress(f"{len(records)} {what} records")
+    return records
+
+
+def _progress(line: str) -> None:
+    print(f"verify: {line}", file=sys.stderr, flush=True)
+
+
 def _committed_only(
     config: dict[str, Any], group: str, topics: list[str], inputs: list[KafkaRecord]
 ) -> list[KafkaRecord]:
@@ -231,11 +245,12 @@ def run(args: argparse.Namespace) -> int:
     wanted = [(f"--{opt}", t) for opt in ("input", "output", "dlq") for t in getattr(args, opt)]
     existing = require_topics(conn, wanted, DEFAULT_TIMEOUT)
     config = conn.client_config()
-    inputs = read_all(config, args.input, True, args.timeout)
+    inputs = _read(config, args.input, "input", args.timeout)
     if args.group:
         inputs = _committed_only(config, args.group, args.input, inputs)
-    outputs = read_all(config, args.output, True, args.timeout)
-    dead = read_all(config, args.dlq, True, args.timeout) if args.dlq else []
+        _progress(f"{len(inputs)} of them committed by group {args.group!r}")
+    outputs = _read(config, args.output, "output", args.timeout)
+    dead = _read(config, args.dlq, "dead-letter", args.timeout) if args.dlq else []
     if pipeline is not None:
         report = audit_pipeline(pipeline, inputs, outputs, dead, args.output[0], existing)
     else:
