@@ -58,14 +58,14 @@ def build_pipeline(settings: BridgeSettings) -> Pipeline:
     return Pipeline()  # passthrough
 
 
-def preflight(settings: BridgeSettings) -> tuple[set[str], int | None, AdminClient]:
+def preflight(settings: BridgeSettings) -> tuple[set[str], dict[str, int], AdminClient]:
     """Check each cluster answers (TLS and credentials included), the topics exist and the
     principal may read the inputs and the group on the source and write the outputs on the
     target (app.kafka.access: one line per problem, at once). One cluster: one check.
 
     Returns:
-        every topic name of the target, the smallest ``max.message.bytes`` of the topics the
-        bridge writes (None when unknown), and an admin client of the target.
+        every topic name of the target, ``max.message.bytes`` of each topic the bridge writes
+        (those it may read), and an admin client of the target.
     """
     wanted = wanted_topics(settings)
     read = [w for w in wanted if w[0] == "input_topics"]
@@ -75,8 +75,8 @@ def preflight(settings: BridgeSettings) -> tuple[set[str], int | None, AdminClie
         admin, existing = _check_cluster(settings, settings.target_cluster(), [], written)
     else:
         admin, existing = _check_cluster(settings, settings.source(), read, written)
-    limit = _batch_limit(admin, [t for _, t in written], settings.startup_timeout)
-    return existing, limit, admin
+    limits = _topic_limits(admin, [t for _, t in written], settings.startup_timeout)
+    return existing, limits, admin
 
 
 def _check_cluster(
@@ -109,22 +109,23 @@ def wanted_topics(settings: BridgeSettings) -> list[tuple[str, str]]:
     return wanted
 
 
-def _batch_limit(admin: AdminClient, topics: list[str], timeout: float) -> int | None:
-    """The smallest ``max.message.bytes`` (the broker's limit per record *batch*) of ``topics``.
+def _topic_limits(admin: AdminClient, topics: list[str], timeout: float) -> dict[str, int]:
+    """``max.message.bytes`` (the broker's limit per record *batch*) of each of ``topics``
+    that the principal may describe.
 
     A produce batch larger than it is refused whole, with every record in it, inside the
-    transaction; so the producer's ``batch.size`` must not exceed it (then only a record that
-    alone is too large is refused, and app.sink.refusals dead-letters it).
+    transaction; so the producer's ``batch.size`` must not exceed the smallest (then only a
+    record that alone is too large is refused, and app.sink.refusals dead-letters it).
     """
-    limits = []
+    limits: dict[str, int] = {}
     for topic in topics:
         resource = ConfigResource(ConfigResource.Type.TOPIC, topic)
         try:
             configs = admin.describe_configs([resource])[resource].result(timeout)
-            limits.append(int(configs["max.message.bytes"].value))
+            limits[topic] = int(configs["max.message.bytes"].value)
         except (KafkaException, KeyError, ValueError, TimeoutError) as exc:  # no ACL: skip
             log.info("cannot read max.message.bytes of %s (%s)", topic, describe(exc))
-    return min(limits) if limits else None
+    return limits
 
 
 def make_state(settings: BridgeSettings, pipeline: Pipeline) -> StateBackend:
@@ -145,7 +146,8 @@ def build(
 
     ``replaying``: the input is a dead-letter topic (``eos-bridge dlq replay``)."""
     pipeline = build_pipeline(settings)
-    topics, batch_limit, target_admin = preflight(settings)
+    topics, topic_limits, target_admin = preflight(settings)
+    batch_limit = min(topic_limits.values(), default=None)
     formats, outage = build_formats(settings, health)
     common = {**settings.target_cluster().client_common(), **librdkafka_logging()}  # producer's
     consumer = _consumer(settings)
@@ -170,7 +172,7 @@ def build(
         dead_letters=DeadLetters(
             metrics, health, settings.max_dead_letter_ratio, settings.dead_letter_ratio_window
         ),
-        value_codec=formats.value_out, key_codec=formats.key_out, topic_max_bytes=batch_limit,
+        value_codec=formats.value_out, key_codec=formats.key_out, topic_max_bytes=topic_limits,
         replaying=replaying,
     )  # fmt: skip
     _init_transactions(txn, common, settings.transactional_id)

@@ -7,7 +7,7 @@ one writer's, :class:`app.sink.collector.RecordCollector`, which changelog recor
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from app.errors import (
@@ -48,8 +48,9 @@ class Output:
         topic_exists: answers from a cache whether a routed-to topic exists
             (:class:`app.kafka.catalog.TopicCatalog`); called once per routed record.
         client_max_bytes: the producer's ``message.max.bytes``.
-        topic_max_bytes: the smallest ``max.message.bytes`` of the topics written (None:
-            unknown); a record over it or over ``client_max_bytes`` is refused before sending.
+        topic_max_bytes: ``max.message.bytes`` of the topics written, as read at start
+            (output and DLQ topics; a routed-to topic's is not known, its broker may refuse);
+            a record over its topic's or over ``client_max_bytes`` is refused before sending.
         replaying: the input is a dead-letter topic (``eos-bridge dlq replay``): its error
             headers are not written to the output, and become history in a new dead letter.
         dead_letters: counts dead letters for the summary lines, metrics and ratio check.
@@ -68,7 +69,7 @@ class Output:
         dead_letters: DeadLetters | None = None,
         value_codec: Codec | None = None,
         key_codec: Codec | None = None,
-        topic_max_bytes: int | None = None,
+        topic_max_bytes: Mapping[str, int] | None = None,
         replaying: bool = False,
     ) -> None:
         self.collector = collector
@@ -80,8 +81,13 @@ class Output:
         self._topic_exists = topic_exists
         self._client_max_bytes = client_max_bytes  # the producer's message.max.bytes
         # What one record (key, value, headers) may weigh on its way to any topic written.
-        self._record_limit = min(client_max_bytes, topic_max_bytes or client_max_bytes)
-        self._output_limit = min(max_bytes, self._record_limit - RECORD_OVERHEAD)
+        limits = dict(topic_max_bytes or {})
+        self._topic_limits = {
+            t: min(client_max_bytes, limits.get(t, client_max_bytes))
+            for t in (default_topic, dlq_topic)
+        }
+        self._output_limit = min(max_bytes, self._topic_limits[default_topic] - RECORD_OVERHEAD)
+        self._routed_limit = min(max_bytes, client_max_bytes - RECORD_OVERHEAD)
         self._replaying = replaying
         self._dead_letters = dead_letters
         # Inputs dead-lettered in the open transaction: a fan-out whose outputs fail twice
@@ -103,7 +109,9 @@ class Output:
         """
         failures: list[Failure] = []
         send, check_refused = self.collector.send, self.refusals.pending
-        default, max_bytes = self._default_topic, self._output_limit
+        default, default_limit, routed_limit = (
+            self._default_topic, self._output_limit, self._routed_limit
+        )  # fmt: skip
         encode, encode_key = self.value_codec.encode, self.key_codec.encode
         for row in rows:
             topic, key = row.topic, row.key
@@ -125,8 +133,9 @@ class Output:
             size = len(payload or b"") + len(key or b"")
             if row.headers:
                 size += header_bytes(row.headers)
-            if size > max_bytes:  # over max_output_bytes, or more than a topic takes
-                failures.append(Failure(row, "output", self._too_large(row, size)))
+            # over max_output_bytes, or more than the topic takes
+            if size > (default_limit if topic is default else routed_limit):
+                failures.append(Failure(row, "output", self._too_large(row, size, topic)))
                 continue
             if self._replaying and row.headers:
                 row.headers = [h for h in row.headers if not h[0].startswith(DLQ_PREFIX)] or None
@@ -135,20 +144,21 @@ class Output:
             try:
                 send(topic, payload, key, row.headers)
             except RecordTooLarge:
-                failures.append(Failure(row, "output", self._too_large(row, size)))
+                failures.append(Failure(row, "output", self._too_large(row, size, topic)))
         self.collector.end_batch()
         return failures
 
-    def _too_large(self, row: Row, size: int) -> RecordError:
+    def _too_large(self, row: Row, size: int, topic: str) -> RecordError:
         where = f"output of {row.source_topic}[{row.partition}]@{row.offset}"
         if size > self._max_bytes:
             return OutputTooLarge(
                 f"{where} is {size} bytes, over max_output_bytes={self._max_bytes}"
             )
+        limit = self._topic_limits.get(topic, self._client_max_bytes)
         return OutputTooLarge(
-            f"{where} is {size} bytes (key, value and headers), more than a record may be on "
-            f"its way to the topics written ({self._record_limit} bytes: the producer's "
-            f"message.max.bytes or a topic's max.message.bytes, less framing)"
+            f"{where} is {size} bytes (key, value and headers), more than a record for {topic!r}"
+            f" may be ({limit} bytes: the producer's message.max.bytes or the topic's "
+            f"max.message.bytes, less framing)"
         )
 
     def _bad_route(self, topic: Any) -> RecordError:
@@ -217,7 +227,7 @@ class Output:
             *self._error_headers(error, failure.step),
         ]
         own = [(as_history(k), v) for k, v in row.headers or ()]
-        letter = fit(row.raw, _dlq_key(row.key), own, ours, self._record_limit)
+        letter = fit(row.raw, _dlq_key(row.key), own, ours, self._topic_limits[self._dlq_topic])
         if self._dead_letters is not None:
             self._dead_letters.add(failure)
         self.collector.send_dead_letter(self._dlq_topic, letter.value, letter.key, letter.headers)

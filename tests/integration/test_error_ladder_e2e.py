@@ -4,6 +4,8 @@ refuses goes to the dead-letter topic while the bridge keeps committing."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import orjson
 import pytest
 
@@ -78,19 +80,23 @@ def test_live_twin_with_the_same_instance_id_is_refused(
 
 
 def test_record_refused_by_the_broker_goes_to_the_dlq(
-    kafka: KafkaFixture, bridges: MakeBridge
+    kafka: KafkaFixture, bridges: MakeBridge, tmp_path: Path
 ) -> None:
-    """An output record under max_output_bytes but over the output topic's max.message.bytes:
-    the broker refuses it; it ends in the DLQ once, everything else in the output once, and
-    the bridge keeps committing (no abort/replay livelock)."""
+    """An output record under max_output_bytes but over a routed-to topic's
+    max.message.bytes (a limit the bridge does not read at start): the broker refuses it; it
+    ends in the DLQ once, whole, everything else in the output once, and the bridge keeps
+    committing (no abort/replay livelock)."""
     src = kafka.create_topic(kafka.unique("in"), 2)
-    out = kafka.create_topic(kafka.unique("out"), 2, {"max.message.bytes": "4000"})
+    out = kafka.create_topic(kafka.unique("out"), 2)
+    side = kafka.create_topic(kafka.unique("side"), 1, {"max.message.bytes": "4000"})
     dlq = kafka.create_topic(kafka.unique("dlq"), 1)
+    spec = tmp_path / "route.yaml"
+    spec.write_text(f"steps:\n  - route: \"'{side}' if id == 'big' else None\"\n")
     values, keys = json_records(2000)
     big = orjson.dumps({"id": "big", "key": "user-7", "amount": 1, "pad": "x" * 8000})
     values[1000], keys[1000] = big, b"user-7"
     kafka.seed(src, values, keys)
-    settings = base_settings(kafka, src, out, dlq)
+    settings = base_settings(kafka, src, out, dlq, pipeline_spec=str(spec))
     bridge: BridgeProcess = bridges(**settings).start()
     wait_caught_up(kafka, settings["group_id"], src, 120, [bridge])
 
@@ -105,6 +111,30 @@ def test_record_refused_by_the_broker_goes_to_the_dlq(
     wait_caught_up(kafka, settings["group_id"], src, 120, [bridge])
     assert bridge.terminate() == 0, bridge.logs()[-3000:]
     assert len(kafka.read_all(out)) == 1999 + 500
+
+
+def test_a_record_over_the_output_topics_limit_is_dead_lettered_before_it_is_sent(
+    kafka: KafkaFixture, bridges: MakeBridge
+) -> None:
+    """The output topic's max.message.bytes is read at start: a record over it is an
+    OutputTooLarge dead letter at once (no refused batch, no abort), whole in a DLQ that
+    takes it."""
+    src = kafka.create_topic(kafka.unique("in"), 2)
+    out = kafka.create_topic(kafka.unique("out"), 2, {"max.message.bytes": "4000"})
+    dlq = kafka.create_topic(kafka.unique("dlq"), 1)
+    values, keys = json_records(2000)
+    big = orjson.dumps({"id": "big", "key": "user-7", "amount": 1, "pad": "x" * 8000})
+    values[1000], keys[1000] = big, b"user-7"
+    kafka.seed(src, values, keys)
+    settings = base_settings(kafka, src, out, dlq)
+    bridge: BridgeProcess = bridges(**settings).start()
+    wait_caught_up(kafka, settings["group_id"], src, 120, [bridge])
+    assert bridge.terminate() == 0, bridge.logs()[-3000:]
+    dead = kafka.read_all(dlq)
+    assert [r.value for r in dead] == [big]
+    assert dead[0].header(H_CLASS) == b"OutputTooLarge"
+    assert len(kafka.read_all(out)) == 1999
+    assert "aborting transaction" not in bridge.logs()
 
 
 def test_a_hung_step_ends_the_process_before_the_transaction_times_out(
