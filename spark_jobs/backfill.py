@@ -78,8 +78,8 @@ def run_backfill(spark: SparkSession, cfg: BackfillConfig) -> BackfillSummary:
     check_topics(spark, cfg.source)
     ensure_aggregate_table(spark, cfg.table, plan)
     parsed = plan.parse(read_range(spark, cfg.source, cfg.range))
-    records = plan.records(parsed.good)
-    rows = _complete_windows(plan, records, plan.aggregate(records, streaming=False)).persist()
+    records = plan.records(parsed.good, streaming=False)
+    rows = _complete_windows(plan, records, plan.aggregate(records)).persist()
     try:
         bad = parsed.bad.count()
         if not windowed:

@@ -49,24 +49,35 @@ class AggregationPlan:
         column = None if self.spec.event_time is None else self.spec.event_time.column
         return parse_records(raw, self.spec.input.fields, column)
 
-    def records(self, good: DataFrame) -> DataFrame:
-        """Typed records → derived columns → filter → ``event_time`` (a timestamp)."""
+    @property
+    def output_mode(self) -> str:
+        """``update`` (each changed row, MERGEd), except session windows: Spark emits those
+        only once closed (``append``), since a late row can merge two sessions into one."""
+        window = self.spec.window
+        return "append" if window is not None and window.type == "session" else "update"
+
+    def records(self, good: DataFrame, streaming: bool) -> DataFrame:
+        """Typed records → ``event_time`` (+ watermark on a stream) → derived columns → filter.
+
+        Spark's optimiser pushes a filter below the watermark, so event time advances with
+        the records the filter keeps (docs/spark.md, "Late data").
+        """
         out = good
-        for d in self.spec.derive:
-            out = _checked(f"derive.{d.name}", _with_column(out, d.name, d.expr))
-        if self.spec.filter is not None:
-            out = _checked("filter", _where(out, self.spec.filter))
         event_time = self.spec.event_time
         if event_time is not None:
             ts = F.col(event_time.column)
             kind = dict(out.dtypes)[event_time.column]
             out = out.withColumn("event_time", F.timestamp_millis(ts) if kind == "bigint" else ts)
+            if streaming:
+                out = out.withWatermark("event_time", event_time.watermark)
+        for d in self.spec.derive:
+            out = _checked(f"derive.{d.name}", _with_column(out, d.name, d.expr))
+        if self.spec.filter is not None:
+            out = _checked("filter", _where(out, self.spec.filter))
         return out
 
-    def aggregate(self, records: DataFrame, streaming: bool) -> DataFrame:
-        """The result rows; a streaming input gets the watermark first."""
-        if streaming and self.spec.event_time is not None:
-            records = records.withWatermark("event_time", self.spec.event_time.watermark)
+    def aggregate(self, records: DataFrame) -> DataFrame:
+        """The result rows of typed :meth:`records`."""
         if self.transform is not None:
             target = self.spec.python
             return _checked(f"python {target}", lambda: _call(self.transform, records, target))
@@ -75,13 +86,13 @@ class AggregationPlan:
     def rows(self, raw: DataFrame, streaming: bool) -> tuple[ParsedRecords, DataFrame]:
         """Parsed records and the aggregate rows of ``raw`` Kafka rows."""
         parsed = self.parse(raw)
-        return parsed, self.aggregate(self.records(parsed.good), streaming)
+        return parsed, self.aggregate(self.records(parsed.good, streaming))
 
     def output_schema(self, spark: SparkSession) -> StructType:
         """The result's schema, found by analysing the plan over no rows; checks every
         expression and column with Spark's own parser and analyser before any data is read."""
         empty = spark.createDataFrame([], typed_schema(self.spec.input.fields))
-        schema = self.aggregate(self.records(empty), streaming=False).schema
+        schema = self.aggregate(self.records(empty, streaming=False)).schema
         missing = [k for k in self.merge_keys if k not in schema.fieldNames()]
         if missing:
             raise JobConfigError(

@@ -145,7 +145,7 @@ def start_stream(spark: SparkSession, cfg: StreamConfig) -> RunningStream:
 
     _, rows = plan.rows(_raw(spark, cfg), streaming=True)
     rows_sink = BatchSink(cfg.table, plan.merge_keys)
-    updates = rows.writeStream.outputMode("update")
+    updates = rows.writeStream.outputMode(plan.output_mode)
     aggregates = _configure(updates, cfg, "aggregates").foreachBatch(rows_sink).start()
 
     bad_sink = BatchSink(cfg.bad_table, merge_keys=None)

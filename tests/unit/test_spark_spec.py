@@ -176,3 +176,10 @@ def test_evolution_refuses_a_changed_column_type() -> None:
 def test_specs_round_trip_through_yaml() -> None:
     spec = parse_spec(_spec())
     assert parse_spec(yaml.safe_load(yaml.safe_dump(spec.model_dump()))) == spec
+
+
+def test_the_spec_in_the_docs_is_valid() -> None:
+    docs = (EXAMPLES.parents[1] / "docs" / "spark.md").read_text()
+    block = docs.split("```yaml\n", 1)[1].split("```", 1)[0]
+    spec = parse_spec(yaml.safe_load(block))
+    assert spec.merge_keys == ["region", "currency", "window_start"]
