@@ -7,7 +7,6 @@ and the message names the command-line option.
 from __future__ import annotations
 
 import json
-import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -118,8 +117,15 @@ def check_writable(option: str, path: str) -> None:
     existing = next(p for p in (target, *target.parents) if p.exists())
     if not existing.is_dir():
         raise JobConfigError(f"{option} {path}: {existing} is not a directory")
-    if not os.access(existing, os.W_OK | os.X_OK):
-        raise JobConfigError(f"{option} {path}: cannot write in {existing} (permission denied)")
+    # Try it rather than ask os.access: root passes every access check, and a read-only or
+    # virtual file system (/proc) refuses only the write itself.
+    probe = target / ".eosbridge-write-probe"
+    try:
+        target.mkdir(parents=True, exist_ok=True)
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as exc:
+        raise JobConfigError(f"{option} {path}: cannot write there ({exc.strerror})") from None
 
 
 @dataclass(slots=True, frozen=True)

@@ -20,6 +20,7 @@ from spark_jobs.failures import java_causes
 log = logging.getLogger("spark_jobs.preflight")
 
 TIMEOUT_S = 30
+_BAD_ADDRESS = "org.apache.kafka.common.config.ConfigException"
 _UNKNOWN_TOPIC = "org.apache.kafka.common.errors.UnknownTopicOrPartitionException"
 
 
@@ -49,6 +50,10 @@ def check_topics(spark: SparkSession, source: KafkaSource, timeout_s: int = TIME
             raise InfrastructureError(
                 f"--topic {source.topic}: no such topic on {source.bootstrap} (create it, or "
                 "start the bridge that writes it)"
+            ) from None
+        if _BAD_ADDRESS in causes:
+            raise InfrastructureError(
+                f"--bootstrap {source.bootstrap}: no broker address resolves (DNS)"
             ) from None
         raise InfrastructureError(
             f"--bootstrap {source.bootstrap}: no broker answered within {timeout_s} s "

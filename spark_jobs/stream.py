@@ -27,6 +27,7 @@ from pyspark.sql.streaming.query import StreamingQuery
 from pyspark.sql.streaming.readwriter import DataStreamWriter
 
 from spark_jobs import cli
+from spark_jobs.checkpoints import claim_checkpoint
 from spark_jobs.config import AVAILABLE_NOW, StreamConfig, WindowSpec, check_writable
 from spark_jobs.errors import SparkJobError
 from spark_jobs.failures import run_job
@@ -140,6 +141,7 @@ def start_stream(spark: SparkSession, cfg: StreamConfig) -> RunningStream:
     _check_paths(cfg)
     plan = job_plan(cfg)
     check_topics(spark, cfg.source)
+    claim_checkpoint(cfg.checkpoint, plan.spec.shape())
     ensure_aggregate_table(spark, cfg.table, plan)
     ensure_table(spark, cfg.bad_table, BAD_RECORD_SCHEMA)
 

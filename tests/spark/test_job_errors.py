@@ -88,7 +88,8 @@ def test_relative_and_unwritable_table_paths_exit_2_with_one_line(
     prog = f"{module}: "
     for table, message in (
         ("data/agg", "--table data/agg: give an absolute path"),
-        ("/proc/agg", "--table /proc/agg: cannot write in /proc"),
+        ("/proc/agg", "--table /proc/agg: cannot write there"),
+        ("/etc/hostname/agg", "--table /etc/hostname/agg: /etc/hostname is not a directory"),
     ):
         args = ["--bootstrap", "b:9092", "--spec", spec, "--table", table, *backfill]
         code, stderr = _job(tmp_path, *args, module=module)

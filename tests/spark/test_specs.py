@@ -19,7 +19,8 @@ from pyspark.sql import functions as F
 from app.kafka.topics import KafkaRecord
 from spark_jobs.backfill import run_backfill
 from spark_jobs.config import BackfillConfig, KafkaRange, KafkaSource, StreamConfig
-from spark_jobs.spec import AggregationSpec
+from spark_jobs.errors import JobConfigError
+from spark_jobs.spec import AggregationSpec, parse_spec
 from spark_jobs.stream import StreamSummary, run_stream
 from tests.spark.data import first_window_ms
 from tests.spark.spec_data import (
@@ -114,7 +115,12 @@ def read_rows(
 
 
 def stream(
-    spark: SparkSession, kafka: KafkaFixture, spec: AggregationSpec, work: Path, rows: int
+    spark: SparkSession,
+    kafka: KafkaFixture,
+    spec: AggregationSpec,
+    work: Path,
+    rows: int,
+    table: Path | None = None,
 ) -> Path:
     """Run the streaming job over the topic; return its table.
 
@@ -126,7 +132,7 @@ def stream(
     session = spec.window is not None and spec.window.type == "session"
     cfg = StreamConfig(
         source=KafkaSource(kafka.bootstrap, ",".join(spec.input.topics)),
-        table=str(work / "table"),
+        table=str(table or work / "table"),
         checkpoint=str(work / "checkpoint"),
         max_offsets_per_trigger=120,  # several micro-batches: rows are updated in place
         spec=spec,
@@ -223,3 +229,28 @@ def phase_offsets(records: list[KafkaRecord], topic: str, first_ms: int, end_ms:
             start[p] = min(start.get(p, r.offset), r.offset)
             stop[p] = max(stop.get(p, r.offset + 1), r.offset + 1)
     return KafkaRange(json.dumps({topic: start}), json.dumps({topic: stop}))
+
+
+def test_an_added_aggregate_evolves_the_streamed_table_and_needs_a_new_checkpoint(
+    spark: SparkSession, kafka: KafkaFixture, topic: Topic, tmp_path: Path
+) -> None:
+    before = spec_c(topic.name)
+    want = reference_c(topic.records, before)
+    table = stream(spark, kafka, before, tmp_path / "first", len(want))
+    assert "biggest" not in spark.read.format("delta").load(str(table)).columns
+
+    biggest = {"name": "biggest", "fn": "max", "column": "amount"}
+    after = parse_spec({**before.model_dump(exclude_none=True), "aggregates": [
+        *before.model_dump()["aggregates"], biggest,
+    ]})  # fmt: skip
+    with pytest.raises(JobConfigError, match="holds the state of another spec"):
+        stream(spark, kafka, after, tmp_path / "first", len(want), table)
+    stream(spark, kafka, after, tmp_path / "second", len(want), table)
+
+    maxima: dict[str, float] = {}
+    for r in topic.records:
+        d = typed(r.value, after)
+        if d is not None:
+            maxima[d["user"]] = max(maxima.get(d["user"], d["amount"]), d["amount"])
+    evolved = {k: {**v, "biggest": maxima[k[0]]} for k, v in want.items()}
+    assert read_rows(spark, table, after) == evolved

@@ -183,3 +183,15 @@ def test_the_spec_in_the_docs_is_valid() -> None:
     block = docs.split("```yaml\n", 1)[1].split("```", 1)[0]
     spec = parse_spec(yaml.safe_load(block))
     assert spec.merge_keys == ["region", "currency", "window_start"]
+
+
+def test_a_checkpoint_refuses_another_specs_state(tmp_path: Path) -> None:
+    from spark_jobs.checkpoints import claim_checkpoint
+
+    spec = parse_spec(_spec())
+    claim_checkpoint(str(tmp_path / "ck"), spec.shape())
+    claim_checkpoint(str(tmp_path / "ck"), spec.shape())  # the same spec: fine
+    other = parse_spec(_spec(group_by=["user", "ts"]))
+    with pytest.raises(JobConfigError, match="holds the state of another spec") as refused:
+        claim_checkpoint(str(tmp_path / "ck"), other.shape())
+    assert "\n" not in str(refused.value)
