@@ -45,7 +45,13 @@ def _fail(prog: str, message: str, code: int) -> int:
 
 def first_line(exc: BaseException) -> str:
     """The first non-empty line of an exception's message (Spark's run to pages)."""
-    text = str(exc.java_exception.toString()) if isinstance(exc, Py4JJavaError) else str(exc)
+    if isinstance(exc, Py4JJavaError):
+        innermost = exc.java_exception
+        while innermost.getCause() is not None:
+            innermost = innermost.getCause()
+        text = str(innermost.toString())
+    else:
+        text = str(exc)
     for line in text.splitlines():
         if line.strip():
             return line.strip()

@@ -14,13 +14,13 @@ from py4j.protocol import Py4JJavaError  # type: ignore[import-untyped]
 from pyspark.sql import SparkSession
 
 from spark_jobs.config import KafkaSource
-from spark_jobs.errors import InfrastructureError
-from spark_jobs.failures import java_causes
+from spark_jobs.errors import InfrastructureError, JobConfigError
+from spark_jobs.failures import first_line, java_causes
 
 log = logging.getLogger("spark_jobs.preflight")
 
 TIMEOUT_S = 30
-_BAD_ADDRESS = "org.apache.kafka.common.config.ConfigException"
+_CONFIG = "org.apache.kafka.common.config.ConfigException"
 _UNKNOWN_TOPIC = "org.apache.kafka.common.errors.UnknownTopicOrPartitionException"
 
 
@@ -51,9 +51,12 @@ def check_topics(spark: SparkSession, source: KafkaSource, timeout_s: int = TIME
                 f"--topic {source.topic}: no such topic on {source.bootstrap} (create it, or "
                 "start the bridge that writes it)"
             ) from None
-        if _BAD_ADDRESS in causes:
-            raise InfrastructureError(
-                f"--bootstrap {source.bootstrap}: no broker address resolves (DNS)"
+        if _CONFIG in causes:
+            # Kafka's own check of the settings (an unresolvable bootstrap host, conflicting
+            # timeouts): a setting to fix, named in the client's one-line message.
+            raise JobConfigError(
+                f"--bootstrap {source.bootstrap} / --kafka-option: the Kafka client refuses "
+                f"its settings: {first_line(exc)}"
             ) from None
         raise InfrastructureError(
             f"--bootstrap {source.bootstrap}: no broker answered within {timeout_s} s "

@@ -31,7 +31,7 @@ def _spec(tmp_path: Path, topic: str, **changes: object) -> str:
         "aggregates": [{"name": "total", "fn": "sum", "column": "n"}],
     }
     doc.update(changes)
-    path = tmp_path / "spec.json"
+    path = tmp_path / f"spec-{len(list(tmp_path.glob('spec-*.json')))}.json"  # one per call
     path.write_text(json.dumps(doc))
     return str(path)
 
@@ -126,6 +126,7 @@ def test_unreachable_broker_and_unknown_column_in_process(
             [
                 "--bootstrap", dead, "--spec", _spec(tmp_path, topic),
                 "--kafka-option", "kafka.default.api.timeout.ms=3000",
+                "--kafka-option", "kafka.request.timeout.ms=3000",
             ],
             3,
             f"--bootstrap {dead}: no broker answered",
@@ -135,6 +136,7 @@ def test_unreachable_broker_and_unknown_column_in_process(
             2,
             "spec filter: [UNRESOLVED_COLUMN",
         ),
+
     ]  # fmt: skip
     for args, want_code, message in cases:
         table = ["--table", str(tmp_path / f"t{want_code}"), "--checkpoint", str(tmp_path / "c")]
