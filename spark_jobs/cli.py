@@ -11,16 +11,28 @@ from pyspark.sql import SparkSession
 from spark_jobs.config import KafkaSource, RecordFields
 from spark_jobs.errors import JobConfigError
 from spark_jobs.security import security_options
+from spark_jobs.spec import AggregationSpec, load_spec
 
 
 def add_source_args(parser: argparse.ArgumentParser) -> None:
-    """--bootstrap, --topic, --kafka-option and the record field names."""
+    """--spec, --pipeline, --bootstrap, --topic, --kafka-option and the record field names."""
+    parser.add_argument(
+        "--spec",
+        metavar="FILE",
+        help="aggregation spec (YAML or JSON, docs/spark.md); default: the fixed aggregate",
+    )
+    parser.add_argument(
+        "--pipeline",
+        metavar="MODULE:FUNCTION",
+        help="a function DataFrame -> DataFrame over the spec's typed records, instead of its "
+        "aggregates",
+    )
     parser.add_argument(
         "--bootstrap",
         default=os.environ.get("KAFKA_BOOTSTRAP"),
         help="Kafka bootstrap servers (default: $KAFKA_BOOTSTRAP)",
     )
-    parser.add_argument("--topic", required=True, help="the bridge's output topic")
+    parser.add_argument("--topic", help="the input topic(s), comma-separated (default: the spec's)")
     parser.add_argument(
         "--kafka-option",
         action="append",
@@ -42,21 +54,52 @@ def add_source_args(parser: argparse.ArgumentParser) -> None:
         metavar="KEY=VALUE",
         help="a Spark setting, e.g. spark.executor.memory=1g (repeat); wins over the defaults",
     )
-    parser.add_argument("--table", required=True, help="path of the Delta aggregate table")
+    parser.add_argument(
+        "--table", help="absolute path or URL of the Delta table (default: the spec's)"
+    )
+    parser.add_argument(
+        "--log-level",
+        default="INFO",
+        choices=("DEBUG", "INFO", "WARNING"),
+        help="the jobs' log level on stderr; DEBUG adds the full trace of a failure",
+    )
 
 
-def source_from(args: argparse.Namespace) -> KafkaSource:
+def spec_from(args: argparse.Namespace) -> AggregationSpec | None:
+    """The ``--spec`` file's spec (None: the fixed aggregate)."""
+    return None if args.spec is None else load_spec(args.spec)
+
+
+def refuse_fixed_options_with_spec(spec: AggregationSpec | None, fixed: dict[str, object]) -> None:
+    """The fixed aggregate's options mean nothing next to a spec: say so rather than ignore."""
+    given = [name for name, value in fixed.items() if value is not None]
+    if spec is not None and given:
+        raise JobConfigError(
+            f"{', '.join(given)} set the fixed aggregate; with --spec, put it in the spec"
+        )
+
+
+def table_from(args: argparse.Namespace, spec: AggregationSpec | None) -> str:
+    """``--table``, else the spec's ``output.table``."""
+    table = args.table or (spec.output.table if spec is not None else None)
+    if not table:
+        raise JobConfigError("--table is required (or output.table in the spec)")
+    return str(table)
+
+
+def source_from(args: argparse.Namespace, spec: AggregationSpec | None = None) -> KafkaSource:
     """The :class:`KafkaSource` the options describe, with the bridge's security settings
-    (spark_jobs.security) under any ``--kafka-option``."""
+    (spark_jobs.security) under any ``--kafka-option``. ``--topic`` wins over the spec's."""
+    topic = args.topic or (",".join(spec.input.topics) if spec is not None else "")
+    if not topic:
+        raise JobConfigError("--topic is required (or input.topics in the spec)")
     options = security_options()
     for item in args.kafka_option:
         key, sep, value = item.partition("=")
         if not sep:
             raise JobConfigError(f"--kafka-option {item!r} must look like KEY=VALUE")
         options[key.strip()] = value
-    return KafkaSource(
-        bootstrap=args.bootstrap or "", topic=args.topic, options=tuple(options.items())
-    )
+    return KafkaSource(bootstrap=args.bootstrap or "", topic=topic, options=tuple(options.items()))
 
 
 def spark_conf_from(args: argparse.Namespace) -> dict[str, str]:
@@ -77,15 +120,16 @@ def fields_from(args: argparse.Namespace) -> RecordFields:
     )
 
 
-def setup_logging() -> None:
-    """Our progress lines at INFO on stderr; everything else (py4j, Spark) at WARNING."""
+def setup_logging(level: str = "INFO") -> None:
+    """Our progress lines at ``level`` on stderr; everything else (py4j, Spark) at WARNING."""
     logging.basicConfig(
         level=logging.WARNING, format="%(asctime)s %(name)s %(levelname)s %(message)s"
     )
-    logging.getLogger("spark_jobs").setLevel(logging.INFO)
+    logging.getLogger("spark_jobs").setLevel(level)
 
 
 def print_table(spark: SparkSession, table: str, limit: int) -> None:
-    """Print the first ``limit`` rows of the aggregate table, ordered by window then key."""
-    rows = spark.read.format("delta").load(table).orderBy("window_start", "key")
-    rows.show(limit, truncate=False)
+    """Print the first ``limit`` rows of the table, ordered by window start, then column order."""
+    rows = spark.read.format("delta").load(table)
+    order = [c for c in ("window_start",) if c in rows.columns] + rows.columns[:1]
+    rows.orderBy(*order).show(limit, truncate=False)

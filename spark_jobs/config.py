@@ -9,8 +9,10 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from spark_jobs.errors import JobConfigError
+from spark_jobs.spec import AggregationSpec
 
 _INTERVAL = re.compile(r"^\s*[1-9]\d*\s+(second|minute|hour|day|week)s?\s*$")
 AVAILABLE_NOW = "available-now"
@@ -82,9 +84,57 @@ class WindowSpec:
         return json.dumps({"window": self.size, "distinct_rsd": self.distinct_rsd})
 
 
+_URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
+
+
+def _local_path(option: str, path: str) -> str | None:
+    """The local file system path of ``path``; None for another file system's URL."""
+    if not path:
+        raise JobConfigError(f"{option} is required")
+    if _URL.match(path) and not path.startswith("file:"):
+        return None  # s3a://, abfss://, hdfs://: the Hadoop connector decides
+    local = path.removeprefix("file://").removeprefix("file:")
+    if not local.startswith("/"):
+        raise JobConfigError(f"{option} {path}: give an absolute path (or a URL such as s3a://...)")
+    return local
+
+
+def check_table_path(option: str, path: str) -> None:
+    """A table path must be absolute or a URL: Spark takes a relative one for a table name."""
+    _local_path(option, path)
+
+
+def check_writable(option: str, path: str) -> None:
+    """A local table or checkpoint path must be a directory the job can create or write.
+
+    Raises:
+        JobConfigError: naming the option and the directory that is in the way.
+    """
+    local = _local_path(option, path)
+    if local is None:
+        return
+    target = Path(local)
+    existing = next(p for p in (target, *target.parents) if p.exists())
+    if not existing.is_dir():
+        raise JobConfigError(f"{option} {path}: {existing} is not a directory")
+    # Try it rather than ask os.access: root passes every access check, and a read-only or
+    # virtual file system (/proc) refuses only the write itself.
+    probe = target / ".eosbridge-write-probe"
+    try:
+        target.mkdir(parents=True, exist_ok=True)
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as exc:
+        raise JobConfigError(f"{option} {path}: cannot write there ({exc.strerror})") from None
+
+
 @dataclass(slots=True, frozen=True)
 class StreamConfig:
-    """Everything ``python -m spark_jobs.stream`` needs."""
+    """Everything ``python -m spark_jobs.stream`` needs.
+
+    ``spec`` is the aggregation (None: the fixed aggregate of ``fields`` and ``window``);
+    ``python`` a ``module:function`` that replaces the spec's aggregates.
+    """
 
     source: KafkaSource
     table: str
@@ -95,8 +145,13 @@ class StreamConfig:
     starting_offsets: str = "earliest"
     max_offsets_per_trigger: int | None = None
     bad_records_table: str | None = None
+    spec: AggregationSpec | None = None
+    python: str | None = None
 
     def __post_init__(self) -> None:
+        check_table_path("--table", self.table)
+        check_table_path("--bad-records-table", self.bad_table)
+        check_table_path("--checkpoint", self.checkpoint)
         if self.trigger != AVAILABLE_NOW and not _INTERVAL.match(self.trigger):
             raise JobConfigError(
                 f'--trigger "{self.trigger}" must be {AVAILABLE_NOW} or an interval like '
@@ -165,4 +220,9 @@ class BackfillConfig:
     table: str
     range: KafkaRange
     fields: RecordFields = field(default_factory=RecordFields)
-    window: WindowSpec | None = None  # None: use the spec the table was created with
+    window: WindowSpec | None = None  # fixed aggregate with this window; see ``spec``
+    spec: AggregationSpec | None = None  # None and no window: the spec the table records
+    python: str | None = None
+
+    def __post_init__(self) -> None:
+        check_table_path("--table", self.table)

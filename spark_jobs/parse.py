@@ -1,15 +1,20 @@
-"""Kafka rows → typed records, and the rows that cannot be typed, with the reason.
+"""Kafka rows → typed records of the declared fields, and the rows that cannot be typed, with
+the reason.
 
 Nothing is dropped here: every input row lands in exactly one of ``good`` and ``bad``.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import (
+    BooleanType,
+    DataType,
     DoubleType,
     IntegerType,
     LongType,
@@ -19,11 +24,18 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from spark_jobs.config import RecordFields
+from spark_jobs.spec import InputField
 
 # Event times outside [1970, 9999] cannot be a Spark timestamp; such rows are bad, not fatal.
 MAX_TS_MS = 253_402_300_799_999
-
+SPARK_TYPES: dict[str, DataType] = {
+    "string": StringType(),
+    "int": IntegerType(),
+    "long": LongType(),
+    "double": DoubleType(),
+    "boolean": BooleanType(),
+    "timestamp": TimestampType(),
+}
 
 # Rows that could not be aggregated, kept with where they came from and why.
 BAD_RECORD_SCHEMA = StructType(
@@ -39,28 +51,49 @@ BAD_RECORD_SCHEMA = StructType(
 )
 
 
-def record_schema(fields: RecordFields) -> StructType:
-    """The declared JSON schema of one output record (other fields are ignored)."""
+def record_schema(fields: Sequence[InputField]) -> StructType:
+    """The declared JSON schema of one record, nested along the fields' paths."""
+    tree: dict[str, Any] = {}
+    for f in fields:
+        *parents, leaf = f.json_path.split(".")
+        node = tree
+        for part in parents:
+            node = node.setdefault(part, {})
+            if not isinstance(node, dict):
+                raise ValueError(f"input.fields: {f.json_path} is below a non-object field")
+        node[leaf] = SPARK_TYPES[f.type]
+    return _struct(tree)
+
+
+def _struct(tree: dict[str, Any]) -> StructType:
     return StructType(
         [
-            StructField(fields.id, StringType()),
-            StructField(fields.key, StringType()),
-            StructField(fields.amount, DoubleType()),
-            StructField(fields.ts, LongType()),
+            StructField(name, _struct(sub) if isinstance(sub, dict) else sub)
+            for name, sub in tree.items()
         ]
     )
 
 
+def typed_schema(fields: Sequence[InputField]) -> StructType:
+    """The flat columns of a good record (``event_time`` is added by the plan)."""
+    return StructType([StructField(f.name, SPARK_TYPES[f.type]) for f in fields])
+
+
 @dataclass(slots=True, frozen=True)
 class ParsedRecords:
-    """``good``: key, id, amount, event_time. ``bad``: the raw row, where it was, and why."""
+    """``good``: the declared fields as columns. ``bad``: the raw row, where it was, and why."""
 
     good: DataFrame
     bad: DataFrame
 
 
-def parse_records(raw: DataFrame, fields: RecordFields) -> ParsedRecords:
-    """Split Kafka rows (``key``, ``value``, ``topic``, ...) into typed and rejected records."""
+def parse_records(
+    raw: DataFrame, fields: Sequence[InputField], event_time: str | None = None
+) -> ParsedRecords:
+    """Split Kafka rows (``key``, ``value``, ``topic``, ...) into typed and rejected records.
+
+    ``event_time`` names the declared field whose epoch-ms values must be a valid timestamp.
+    """
     value = F.col("value").cast("string")
     checked = raw.select(
         "topic",
@@ -73,14 +106,8 @@ def parse_records(raw: DataFrame, fields: RecordFields) -> ParsedRecords:
         # The same text as a JSON object of raw field texts: NULL exactly when the value is not
         # a JSON object, and a field's entry tells "absent or null" from "present, wrong type".
         F.from_json(value, _RAW_OBJECT).alias("raw"),
-    ).withColumn("error", _error(F.col("r"), F.col("raw"), fields))
-    record = F.col("r")
-    good = checked.where(F.col("error").isNull()).select(
-        record.getField(fields.key).alias("key"),
-        record.getField(fields.id).alias("id"),
-        record.getField(fields.amount).alias("amount"),
-        F.timestamp_millis(record.getField(fields.ts)).alias("event_time"),
-    )
+    ).withColumn("error", _error(fields, event_time))
+    good = checked.where(F.col("error").isNull()).select(*[_typed(f).alias(f.name) for f in fields])
     bad = checked.where(F.col("error").isNotNull()).select(
         "topic", "partition", "offset", "kafka_timestamp", "kafka_key", "value", "error"
     )
@@ -91,7 +118,25 @@ def parse_records(raw: DataFrame, fields: RecordFields) -> ParsedRecords:
 _RAW_OBJECT = "map<string,string>"
 
 
-def _error(record: Column, raw: Column, fields: RecordFields) -> Column:
+def _typed(f: InputField) -> Column:
+    column = F.col("r")
+    for part in f.json_path.split("."):
+        column = column.getField(part)
+    return column
+
+
+def _present(f: InputField) -> Column:
+    """The field is in the object with a non-null value (of any type)."""
+    if "." not in f.json_path:
+        return F.col("raw").getItem(f.json_path).isNotNull()
+    return F.get_json_object(F.col("value"), f"$.{f.json_path}").isNotNull()
+
+
+def _names(columns: list[tuple[Column, str]]) -> Column:
+    return F.concat_ws(", ", *[F.when(cond, F.lit(name)) for cond, name in columns])
+
+
+def _error(fields: Sequence[InputField], event_time: str | None) -> Column:
     """Why a row cannot be aggregated, or NULL when it can.
 
     Since Spark 3.0 ``from_json`` turns malformed text into a struct of NULL fields rather than
@@ -99,25 +144,12 @@ def _error(record: Column, raw: Column, fields: RecordFields) -> Column:
     object as a map) is NULL for anything that is not a JSON object, and ``get_json_object``
     then separates valid non-object JSON (``42``, ``[1]``, ``null``) from text that is not JSON.
     """
-    names = (fields.id, fields.key, fields.amount, fields.ts)
-    missing = F.concat_ws(
-        ", ", *[F.when(raw.getItem(name).isNull(), F.lit(name)) for name in names]
-    )
-    mistyped = F.concat_ws(
-        ", ",
-        *[
-            F.when(raw.getItem(name).isNotNull() & record.getField(name).isNull(), F.lit(name))
-            for name in names
-        ],
-    )
-    amount = record.getField(fields.amount)
-    ts = record.getField(fields.ts)
-    return (
-        F.when(F.col("value").isNull(), F.lit("null value"))
-        .when(
-            raw.isNull() & F.get_json_object(F.col("value"), "$").isNotNull(),
-            F.lit("not a JSON object"),
-        )
+    missing = _names([(~_present(f), f.json_path) for f in fields if f.required])
+    mistyped = _names([(_present(f) & _typed(f).isNull(), f.json_path) for f in fields])
+    value, raw = F.col("value"), F.col("raw")
+    error = (
+        F.when(value.isNull(), F.lit("null value"))
+        .when(raw.isNull() & F.get_json_object(value, "$").isNotNull(), F.lit("not a JSON object"))
         .when(raw.isNull(), F.lit("malformed JSON"))
         .when(
             (missing != "") | (mistyped != ""),
@@ -127,6 +159,15 @@ def _error(record: Column, raw: Column, fields: RecordFields) -> Column:
                 F.when(mistyped != "", F.concat(F.lit("wrong type: "), mistyped)),
             ),
         )
-        .when(F.isnan(amount) | (F.abs(amount) == float("inf")), F.lit("amount is not finite"))
-        .when((ts < 0) | (ts > MAX_TS_MS), F.lit("ts out of range"))
     )
+    for f in fields:
+        if f.type == "double":
+            v = _typed(f)
+            error = error.when(
+                F.isnan(v) | (F.abs(v) == float("inf")), F.lit(f"{f.json_path} is not finite")
+            )
+    for f in fields:
+        if f.name == event_time and f.type == "long":
+            ts = _typed(f)
+            error = error.when((ts < 0) | (ts > MAX_TS_MS), F.lit(f"{f.json_path} out of range"))
+    return error

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from pathlib import Path
 
 from pyspark.sql import SparkSession
 
@@ -32,6 +33,21 @@ LOCAL_DEFAULTS: Mapping[str, str] = {
     "spark.databricks.delta.snapshotPartitions": "2",
 }
 
+# The driver's log4j2 setup: Spark's own defaults (WARN and up, on stderr), but each event on
+# one line and without its stack trace. A failed query is reported once, in one line, by
+# spark_jobs.failures; the pages of Java frames Spark logs on the way are what made a missing
+# topic print 420 lines. --conf spark.driver.extraJavaOptions=... replaces this for debugging.
+LOG4J2_PROPERTIES = r"""
+rootLogger.level = warn
+rootLogger.appenderRef.stderr.ref = console
+appender.console.type = Console
+appender.console.name = console
+appender.console.target = SYSTEM_ERR
+appender.console.layout.type = PatternLayout
+appender.console.layout.alwaysWriteExceptions = false
+appender.console.layout.pattern = %d{HH:mm:ss} %p %c{1}: %replace{%m}{[\\r\\n][\\s\\S]*}{ ...}%n
+"""
+
 DELTA_CONF: Mapping[str, str] = {
     "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
     "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
@@ -51,8 +67,11 @@ def build_session(
     jars = ",".join(str(p) for p in ensure_jars())
     builder = SparkSession.builder.appName(app_name).config("spark.jars", jars)
     scratch = str(claim_scratch())
+    log4j = Path(scratch) / "log4j2.properties"
+    log4j.write_text(LOG4J2_PROPERTIES)
     builder = builder.config("spark.local.dir", scratch).config(
-        "spark.driver.extraJavaOptions", f"-Djava.io.tmpdir={scratch}"
+        "spark.driver.extraJavaOptions",
+        f"-Djava.io.tmpdir={scratch} -Dlog4j2.configurationFile=file:{log4j}",
     )
     if master is not None:
         builder = builder.master(master)

@@ -2,9 +2,10 @@
 
 Two streaming queries read the topic with ``read_committed``:
 
-1. aggregates: parse → watermark → per key and tumbling window count, sum, approximate
-   distinct ids and percentiles, in *update* mode; each micro-batch's changed windows are
-   MERGEd into the Delta table with transaction id (query id, batch id).
+1. aggregates: the plan an aggregation spec compiles to (``--spec``; without one, the fixed
+   per-key tumbling-window count, sum, approximate distinct ids and percentiles), in *update*
+   mode; each micro-batch's changed rows are MERGEd into the Delta table on the spec's merge
+   keys with transaction id (query id, batch id).
 2. bad records: rows that cannot be parsed are appended to ``<table>_bad_records`` with the
    same kind of transaction id.
 
@@ -26,11 +27,15 @@ from pyspark.sql.streaming.query import StreamingQuery
 from pyspark.sql.streaming.readwriter import DataStreamWriter
 
 from spark_jobs import cli
-from spark_jobs.aggregate import aggregate_windows
-from spark_jobs.config import AVAILABLE_NOW, StreamConfig, WindowSpec
+from spark_jobs.checkpoints import claim_checkpoint
+from spark_jobs.config import AVAILABLE_NOW, StreamConfig, WindowSpec, check_writable
 from spark_jobs.errors import SparkJobError
+from spark_jobs.failures import run_job
 from spark_jobs.faults import AFTER_DELTA_WRITE, crash_point
-from spark_jobs.parse import BAD_RECORD_SCHEMA, ParsedRecords, parse_records
+from spark_jobs.fixed import fixed_spec
+from spark_jobs.parse import BAD_RECORD_SCHEMA
+from spark_jobs.plan import AggregationPlan
+from spark_jobs.preflight import check_topics
 from spark_jobs.session import build_session
 from spark_jobs.source import read_stream
 from spark_jobs.tables import (
@@ -38,7 +43,7 @@ from spark_jobs.tables import (
     append_once,
     ensure_aggregate_table,
     ensure_table,
-    upsert_windows,
+    upsert_rows,
 )
 
 log = logging.getLogger("spark_jobs.stream")
@@ -58,11 +63,12 @@ def query_id(batch: DataFrame) -> str:
 
 
 class BatchSink:
-    """A foreachBatch function: one idempotent Delta write per non-empty micro-batch."""
+    """A foreachBatch function: one idempotent Delta write per non-empty micro-batch, a MERGE
+    on ``merge_keys`` or, without keys, an append."""
 
-    def __init__(self, table: str, upsert: bool) -> None:
+    def __init__(self, table: str, merge_keys: list[str] | None) -> None:
         self.table = table
-        self.upsert = upsert
+        self.merge_keys = merge_keys
         self.rows_written = 0
 
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
@@ -71,8 +77,8 @@ class BatchSink:
         try:
             rows = batch.count()
             if rows:
-                if self.upsert:
-                    upsert_windows(batch, self.table, txn)
+                if self.merge_keys:
+                    upsert_rows(batch, self.table, self.merge_keys, txn)
                 else:
                     append_once(batch, self.table, txn)
                 crash_point(AFTER_DELTA_WRITE, batch_id)
@@ -125,25 +131,39 @@ class RunningStream:
         )
 
 
+def job_plan(cfg: StreamConfig) -> AggregationPlan:
+    """The plan of the job's spec; without one, of the fixed aggregate (``--window`` ...)."""
+    return AggregationPlan.compile(cfg.spec or fixed_spec(cfg.fields, cfg.window), cfg.python)
+
+
 def start_stream(spark: SparkSession, cfg: StreamConfig) -> RunningStream:
-    """Create the tables if needed and start both queries."""
-    ensure_aggregate_table(spark, cfg.table, cfg.window.table_property())
+    """Check the paths and topics, create or evolve the tables and start both queries."""
+    _check_paths(cfg)
+    plan = job_plan(cfg)
+    check_topics(spark, cfg.source)
+    claim_checkpoint(cfg.checkpoint, plan.spec.shape())
+    ensure_aggregate_table(spark, cfg.table, plan)
     ensure_table(spark, cfg.bad_table, BAD_RECORD_SCHEMA)
 
-    good = _parsed(spark, cfg).good.withWatermark("event_time", cfg.window.watermark)
-    windows_sink = BatchSink(cfg.table, upsert=True)
-    windows = aggregate_windows(good, cfg.window).writeStream.outputMode("update")
-    aggregates = _configure(windows, cfg, "aggregates").foreachBatch(windows_sink).start()
+    _, rows = plan.rows(_raw(spark, cfg), streaming=True)
+    rows_sink = BatchSink(cfg.table, plan.merge_keys)
+    updates = rows.writeStream.outputMode(plan.output_mode)
+    aggregates = _configure(updates, cfg, "aggregates").foreachBatch(rows_sink).start()
 
-    bad_sink = BatchSink(cfg.bad_table, upsert=False)
-    bad = _parsed(spark, cfg).bad.writeStream.outputMode("append")
+    bad_sink = BatchSink(cfg.bad_table, merge_keys=None)
+    bad = plan.parse(_raw(spark, cfg)).bad.writeStream.outputMode("append")
     bad_records = _configure(bad, cfg, "bad_records").foreachBatch(bad_sink).start()
-    return RunningStream(aggregates, bad_records, windows_sink, bad_sink)
+    return RunningStream(aggregates, bad_records, rows_sink, bad_sink)
 
 
-def _parsed(spark: SparkSession, cfg: StreamConfig) -> ParsedRecords:
-    raw = read_stream(spark, cfg.source, cfg.starting_offsets, cfg.max_offsets_per_trigger)
-    return parse_records(raw, cfg.fields)
+def _check_paths(cfg: StreamConfig) -> None:
+    check_writable("--table", cfg.table)
+    check_writable("--bad-records-table", cfg.bad_table)
+    check_writable("--checkpoint", cfg.checkpoint)
+
+
+def _raw(spark: SparkSession, cfg: StreamConfig) -> DataFrame:
+    return read_stream(spark, cfg.source, cfg.starting_offsets, cfg.max_offsets_per_trigger)
 
 
 def _configure(writer: DataStreamWriter, cfg: StreamConfig, name: str) -> DataStreamWriter:
@@ -210,13 +230,14 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         default=AVAILABLE_NOW,
         help='available-now (default) or an interval like "10 seconds"',
     )
-    parser.add_argument("--window", default="1 minute", help="tumbling window size")
-    parser.add_argument("--watermark", default="10 minutes", help="allowed event-time lateness")
+    parser.add_argument("--window", help="fixed aggregate: tumbling window size (1 minute)")
+    parser.add_argument(
+        "--watermark", help="fixed aggregate: allowed event-time lateness (10 minutes)"
+    )
     parser.add_argument(
         "--distinct-rsd",
         type=float,
-        default=0.05,
-        help="relative std. deviation of approx_count_distinct",
+        help="fixed aggregate: relative std. deviation of approx_count_distinct (0.05)",
     )
     parser.add_argument(
         "--starting-offsets",
@@ -235,31 +256,42 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 
 
 def config_from(args: argparse.Namespace) -> StreamConfig:
+    spec = cli.spec_from(args)
+    fixed = {"--window": args.window, "--watermark": args.watermark}
+    fixed["--distinct-rsd"] = args.distinct_rsd
+    cli.refuse_fixed_options_with_spec(spec, fixed)
     return StreamConfig(
-        source=cli.source_from(args),
-        table=args.table,
+        source=cli.source_from(args, spec),
+        table=cli.table_from(args, spec),
         checkpoint=args.checkpoint,
         fields=cli.fields_from(args),
-        window=WindowSpec(args.window, args.watermark, args.distinct_rsd),
+        window=WindowSpec(
+            args.window or "1 minute",
+            args.watermark or "10 minutes",
+            0.05 if args.distinct_rsd is None else args.distinct_rsd,
+        ),
         trigger=args.trigger,
         starting_offsets=args.starting_offsets,
         max_offsets_per_trigger=args.max_offsets_per_trigger,
         bad_records_table=args.bad_records_table,
+        spec=spec,
+        python=args.pipeline,
     )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    cli.setup_logging()
     args = parse_args(argv)
-    try:
-        cfg = config_from(args)
-        spark = build_session("eos-bridge-stream", args.master or None, cli.spark_conf_from(args))
-        stop = threading.Event()
-        signal.signal(signal.SIGTERM, lambda *_: stop.set())
-        summary = run_stream(spark, cfg, stop)
-    except SparkJobError as exc:
-        print(f"spark_jobs.stream: {exc}", file=sys.stderr)
-        return 2
+    cli.setup_logging(args.log_level)
+    return run_job("spark_jobs.stream", lambda: _main(args))
+
+
+def _main(args: argparse.Namespace) -> int:
+    cfg = config_from(args)
+    _check_paths(cfg)  # before Spark starts: a mistake here costs no JVM start-up
+    spark = build_session("eos-bridge-stream", args.master or None, cli.spark_conf_from(args))
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    summary = run_stream(spark, cfg, stop)
     print(f"stream summary: {summary}")
     if args.show:
         cli.print_table(spark, cfg.table, args.show)

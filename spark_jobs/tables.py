@@ -8,18 +8,23 @@ after a crash changes nothing. See docs/spark.md for the whole argument.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import json
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 
 from delta.tables import DeltaTable
-from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql.types import StructType
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql.types import StructField, StructType
 
-from spark_jobs.aggregate import AGGREGATE_SCHEMA, MERGE_KEYS
-from spark_jobs.errors import JobConfigError
+from spark_jobs.config import WindowSpec
+from spark_jobs.evolution import Shape, added_columns
+from spark_jobs.fixed import fixed_spec
+from spark_jobs.plan import AggregationPlan
+from spark_jobs.spec import AggregationSpec, parse_spec
 
-SPEC_PROPERTY = "eosbridge.aggregation"
+SHAPE_PROPERTY = "eosbridge.aggregation"  # the spec's shape (see spark_jobs.evolution)
+SPEC_PROPERTY = "eosbridge.spec"  # the whole spec, for a backfill given none
 _TXN_APP_CONF = "spark.databricks.delta.write.txnAppId"
 _TXN_VERSION_CONF = "spark.databricks.delta.write.txnVersion"
 
@@ -70,29 +75,69 @@ def _table_properties(spark: SparkSession, path: str) -> dict[str, str]:
     return {str(row["key"]): str(row["value"]) for row in rows}
 
 
-def ensure_aggregate_table(spark: SparkSession, path: str, spec_property: str) -> None:
-    """Create the aggregate table, or check an existing one was made with the same spec.
+def ensure_aggregate_table(spark: SparkSession, path: str, plan: AggregationPlan) -> None:
+    """Create the aggregate table for ``plan``, or evolve an existing one to it.
 
     Raises:
-        JobConfigError: the table holds windows of another size (or another distinct
-            accuracy); mixing them would make rows incomparable.
+        JobConfigError: the table's rows mean something else under this spec (another window,
+            other merge keys, an aggregate redefined, a column type changed); one line.
     """
-    stored = ensure_table(spark, path, AGGREGATE_SCHEMA, {SPEC_PROPERTY: spec_property}).get(
-        SPEC_PROPERTY
+    schema = StructType(
+        [StructField(f.name, f.dataType, nullable=True) for f in plan.output_schema(spark)]
     )
-    if stored is not None and stored != spec_property:
-        raise JobConfigError(
-            f"--table {path} was created with {stored}, this run asks for {spec_property}; "
-            "use the same --window/--distinct-rsd or a new --table"
-        )
+    shape = {**plan.spec.shape(), "columns": {f.name: f.dataType.simpleString() for f in schema}}
+    wanted = {
+        SHAPE_PROPERTY: json.dumps(shape, sort_keys=True),
+        SPEC_PROPERTY: plan.spec.model_dump_json(exclude_defaults=True),
+    }
+    found = ensure_table(spark, path, schema, wanted)
+    if found.get(SHAPE_PROPERTY) == wanted[SHAPE_PROPERTY]:
+        return
+    added = added_columns(path, _stored_shape(spark, path, found), shape)
+    quoted = f"delta.`{path.replace('`', '``')}`"
+    if added:
+        columns = ", ".join(f"`{name}` {kind}" for name, kind in added.items())
+        spark.sql(f"ALTER TABLE {quoted} ADD COLUMNS ({columns})")
+    settings = ", ".join(f"'{k}' = '{_sql_string(v)}'" for k, v in wanted.items())
+    spark.sql(f"ALTER TABLE {quoted} SET TBLPROPERTIES ({settings})")
+    _properties[path.rstrip("/")] = {**found, **wanted}
 
 
-def table_property(spark: SparkSession, path: str, name: str) -> str | None:
-    """One table property of the Delta table at ``path`` (None when unset or no table)."""
+def _sql_string(text: str) -> str:
+    return text.replace("\\", "\\\\").replace("'", "\\'")
+
+
+def _stored_shape(spark: SparkSession, path: str, properties: dict[str, str]) -> Shape:
+    """The shape the table records; a table of the fixed job from before specs records only
+    its window and distinct accuracy, and its columns are read from its schema."""
+    doc = json.loads(properties.get(SHAPE_PROPERTY) or "null")
+    if isinstance(doc, dict) and "merge_keys" in doc:
+        return doc
+    window = (
+        WindowSpec()
+        if doc is None
+        else WindowSpec(doc["window"], "10 minutes", doc["distinct_rsd"])
+    )
+    columns = spark.read.format("delta").load(path).schema
+    return {
+        **fixed_spec(window=window).shape(),
+        "columns": {f.name: f.dataType.simpleString() for f in columns},
+    }
+
+
+def stored_spec(spark: SparkSession, path: str) -> AggregationSpec | None:
+    """The spec the table at ``path`` was last written with (None: no table, or none kept)."""
     key = path.rstrip("/")
     if key not in _properties and not DeltaTable.isDeltaTable(spark, path):
         return None
-    return ensure_table(spark, path, AGGREGATE_SCHEMA).get(name)
+    properties = ensure_table(spark, path, StructType([]))
+    if SPEC_PROPERTY in properties:
+        return parse_spec(json.loads(properties[SPEC_PROPERTY]), f"--table {path} (its spec)")
+    legacy = properties.get(SHAPE_PROPERTY)
+    if legacy is None:
+        return None
+    doc = json.loads(legacy)
+    return fixed_spec(window=WindowSpec(doc["window"], "10 minutes", doc["distinct_rsd"]))
 
 
 @contextmanager
@@ -107,21 +152,24 @@ def _idempotent(spark: SparkSession, txn: TxnId) -> Iterator[None]:
         spark.conf.unset(_TXN_VERSION_CONF)
 
 
-def upsert_windows(rows: DataFrame, path: str, txn: TxnId) -> None:
-    """Insert or overwrite (key, window_start) rows with their current full values.
+def upsert_rows(rows: DataFrame, path: str, keys: Sequence[str], txn: TxnId) -> None:
+    """Insert or overwrite rows (by their merge ``keys``) with their current full values.
 
     The rows carry absolute values from the streaming state, never increments, so even a
-    write that escaped the transaction id check would not count anything twice.
+    write that escaped the transaction id check would not count anything twice. Keys compare
+    null-safely (a group whose key is NULL is one row); the table's columns that the rows do
+    not carry (an aggregate dropped from the spec) are left as they are.
     """
     spark = rows.sparkSession
-    on = " AND ".join(f"t.{c} = s.{c}" for c in MERGE_KEYS)
+    on = " AND ".join(f"t.`{c}` <=> s.`{c}`" for c in keys)
+    values: dict[str, str | Column] = {f"`{c}`": f"s.`{c}`" for c in rows.columns}
     with _idempotent(spark, txn):
         (
             DeltaTable.forPath(spark, path)
             .alias("t")
             .merge(rows.alias("s"), on)
-            .whenMatchedUpdateAll()
-            .whenNotMatchedInsertAll()
+            .whenMatchedUpdate(set=values)
+            .whenNotMatchedInsert(values=values)
             .execute()
         )
 
@@ -147,3 +195,8 @@ def replace_windows(rows: DataFrame, path: str, first_us: int, last_us: int) -> 
         f"AND window_start <= timestamp_micros({int(last_us)})"
     )
     rows.write.format("delta").mode("overwrite").option("replaceWhere", predicate).save(path)
+
+
+def replace_all(rows: DataFrame, path: str) -> None:
+    """Atomically replace the whole table by ``rows`` (running totals recomputed from the start)."""
+    rows.write.format("delta").mode("overwrite").save(path)

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
-from spark_jobs.aggregate import aggregate_windows
-from spark_jobs.config import KafkaRange, KafkaSource, RecordFields, StreamConfig, WindowSpec
-from spark_jobs.parse import parse_records
+from spark_jobs.config import KafkaRange, KafkaSource, StreamConfig, WindowSpec
+from spark_jobs.fixed import fixed_spec
+from spark_jobs.plan import AggregationPlan
 from spark_jobs.source import read_range
 from spark_jobs.stream import run_stream
 from tests.spark.compare import assert_same_aggregates
@@ -59,7 +59,8 @@ def test_aborted_transactions_are_excluded_and_read_uncommitted_would_count_them
     # Negative control: the same parsing and aggregation over a read_uncommitted read.
     naive_source = KafkaSource(kafka.bootstrap, topic, isolation_level="read_uncommitted")
     raw = read_range(spark, naive_source, KafkaRange("earliest", "latest"))
-    naive = collect_windows(aggregate_windows(parse_records(raw, RecordFields()).good, spec))
+    _, naive_rows = AggregationPlan.compile(fixed_spec(window=spec)).rows(raw, streaming=False)
+    naive = collect_windows(naive_rows)
     counted = {g: s.record_count for g, s in table.items()}
     extra = {g: s.record_count - counted.get(g, 0) for g, s in naive.items()}
     assert set(counted) <= set(naive)

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
-from spark_jobs.config import RecordFields
+from spark_jobs.fixed import fixed_spec
 from spark_jobs.parse import parse_records
 
 pytestmark = pytest.mark.spark
@@ -42,7 +42,7 @@ def test_each_bad_row_gets_its_diagnosis(spark: SparkSession) -> None:
         "key binary, value binary, topic string, partition int, offset long, timestamp timestamp",
     )
 
-    parsed = parse_records(raw, RecordFields())
+    parsed = parse_records(raw, fixed_spec().input.fields, event_time="ts")
 
     good = parsed.good.collect()
     assert [(g.key, g.id, g.amount) for g in good] == [("user-1", "a-1", 1.5)]
