@@ -17,7 +17,7 @@ from spark_jobs.evolution import added_columns
 from spark_jobs.fixed import fixed_spec
 from spark_jobs.spec import AggregationSpec, interval_micros, load_spec, parse_spec
 
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "spark"
+EXAMPLES = Path(__file__).resolve().parents[3] / "examples" / "spark"
 
 
 def _spec(**changes: Any) -> dict[str, Any]:
