@@ -213,12 +213,12 @@ def _fused_count(store: str, access: StateAccess, max_bytes: int, formats: Forma
     """
     body = [
         "source, partition = m.topic(), m.partition()",
-        "if partition != last[1] or source != last[0]:",
-        "    last = (source, partition)",
+        "if partition != last_partition or source != last_topic:",
+        "    last_topic, last_partition = source, partition",
         "    view = access.partition(STORE, source, partition)",  # PartitionsMigrated: raised
-        "    counts = seen.get(last)",
+        "    counts = seen.get((source, partition))",
         "    if counts is None:",
-        "        counts = seen[last] = {}",
+        "        counts = seen[(source, partition)] = {}",
         "        overlay.append((view, counts))",
         "k = m.key()",
         "state_key = encode_key(k)",
@@ -228,10 +228,10 @@ def _fused_count(store: str, access: StateAccess, max_bytes: int, formats: Forma
         "    count = 1 if raw is None else int(raw) + 1",
         "else:",
         "    count += 1",
-        "if count > INT64_MAX:",
+        f"if count > {INT64_MAX}:",
         "    return i, n",
-        "v = {'key': display_key(k), 'count': count, SOURCE_TOPIC: source,",
-        "     SOURCE_PARTITION: partition, SOURCE_OFFSET: m.offset()}",
+        f"v = {{'key': display_key(k), 'count': count, {SOURCE_TOPIC!r}: source,",
+        f"     {SOURCE_PARTITION!r}: partition, {SOURCE_OFFSET!r}: m.offset()}}",
     ]
     epilogue = (
         "for view, counts in overlay:",
@@ -247,7 +247,10 @@ def _fused_count(store: str, access: StateAccess, max_bytes: int, formats: Forma
     return fused_loop(
         body, where=f"count {store!r} (fused)", names=names, max_bytes=max_bytes,
         formats=formats, accept=("counts[state_key] = count",), epilogue=epilogue,
-        prologue=("overlay = []", "seen = {}", "last = (None, -1)", "view = counts = None"),
+        prologue=(
+            "overlay = []", "seen = {}", "last_topic, last_partition = None, -1",
+            "view = counts = None",
+        ),
     )  # fmt: skip
 
 
