@@ -2,4 +2,5 @@
 
 from app.commands.cli import main
 
-raise SystemExit(main())
+if __name__ == "__main__":  # not on a plain import (a walk over every module imports this one)
+    raise SystemExit(main())
