@@ -58,7 +58,14 @@ def compile_proto(path: Path, message: str | None = None) -> MessageClass:
     Raises:
         ConfigError: the file does not compile or has no such message (protoc's own words).
     """
-    include = str(resources.files("grpc_tools") / "_proto")
+    try:
+        include = str(resources.files("grpc_tools") / "_proto")
+    except ModuleNotFoundError:
+        raise ConfigError(
+            f"schema_file {path}: compiling a .proto file needs protoc, which the protobuf extra "
+            f"brings (pip install 'eos-bridge[protobuf]'); or leave schema_file unset and use "
+            f"the schema registered for the subject (use_latest_version)"
+        ) from None
     with tempfile.TemporaryDirectory(prefix="eos-bridge-protoc-") as scratch:
         out = Path(scratch) / "set.pb"
         cmd = [
