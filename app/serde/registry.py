@@ -326,3 +326,22 @@ def message_full_name(schema_str: str, indexes: list[int]) -> str | None:
         names.append(messages[index].name)
         messages = messages[index].nested_type
     return ".".join(names)
+
+
+def fetch_schema(
+    client: SchemaRegistryClient, schema_id: int, url: str, where: str, fmt: str | None = None
+) -> Schema:
+    """The schema of ``schema_id`` from the registry at ``url`` (``where`` starts the 404 line).
+
+    Raises:
+        UnknownSchemaId: the registry answers 404 (the record's fault: a dead letter).
+        BridgeError: the registry cannot be reached or refuses (:func:`registry_failure`).
+    """
+    try:
+        return client.get_schema(schema_id, None, fmt)
+    except Exception as exc:
+        if isinstance(exc, SchemaRegistryError) and exc.http_status_code == 404:
+            raise UnknownSchemaId(f"{where}: schema ID {schema_id} is unknown to {url}") from exc
+        if is_registry_error(exc):
+            raise registry_failure(exc, url, None) from exc
+        raise

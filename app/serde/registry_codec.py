@@ -13,7 +13,6 @@ from typing import Any
 from confluent_kafka.schema_registry import (
     Schema,
     SchemaRegistryClient,
-    SchemaRegistryError,
     record_subject_name_strategy,
 )
 from confluent_kafka.serialization import MessageField, SerializationContext
@@ -26,7 +25,7 @@ from app.serde.registry import (
     RegistrySettings,
     SchemaSettings,
     SubjectStrategy,
-    UnknownSchemaId,
+    fetch_schema,
     is_registry_error,
     parse_header,
     record_name,
@@ -175,16 +174,8 @@ class RegistryCodec:
 
     def _writer_schema(self, schema_id: int, topic: str) -> Schema:
         """The writer schema of ``schema_id``: one request per ID, then kept in ``_writers``."""
-        try:
-            writer = self.client.get_schema(schema_id, None, self._writer_format)
-        except Exception as exc:
-            if isinstance(exc, SchemaRegistryError) and exc.http_status_code == 404:
-                raise UnknownSchemaId(
-                    f"{topic}: schema ID {schema_id} is unknown to {self.registry.safe_url}"
-                ) from exc
-            if is_registry_error(exc):
-                raise registry_failure(exc, self.registry.safe_url, None) from exc
-            raise
+        url = self.registry.safe_url
+        writer = fetch_schema(self.client, schema_id, url, topic, self._writer_format)
         self._writers[schema_id] = writer
         return writer
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import io
 
-from confluent_kafka.schema_registry import Schema, SchemaRegistryError
+from confluent_kafka.schema_registry import Schema
 from confluent_kafka.schema_registry.common.serde import SchemaId
 from confluent_kafka.serialization import MessageField
 
@@ -21,7 +21,7 @@ from app.serde.registry import (
     RegistryConfigError,
     RegistrySettings,
     SchemaSettings,
-    UnknownSchemaId,
+    fetch_schema,
     is_registry_error,
     parse_header,
     record_name,
@@ -79,16 +79,9 @@ class SchemaTranslator:
         )
 
     def _source_schema(self, schema_id: int) -> Schema:
-        try:
-            schema = self._source_client.get_schema(schema_id)
-        except Exception as exc:
-            if isinstance(exc, SchemaRegistryError) and exc.http_status_code == 404:
-                raise UnknownSchemaId(
-                    f"schema ID {schema_id} unknown to source registry {self._source.safe_url}"
-                ) from exc
-            if is_registry_error(exc):
-                raise registry_failure(exc, self._source.safe_url, None) from exc
-            raise
+        schema = fetch_schema(
+            self._source_client, schema_id, self._source.safe_url, "source registry"
+        )
         self._schemas[schema_id] = schema
         return schema
 
