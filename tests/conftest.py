@@ -10,6 +10,7 @@ of your own (the tests that stop or add registries still start their own).
 from __future__ import annotations
 
 import os
+import subprocess
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -17,6 +18,7 @@ import pytest
 from hypothesis import settings
 
 from devkit.kafka import LocalKafka
+from tests.support import prefetch
 from tests.support.kafka import KafkaFixture
 from tests.support.registry import RegistryFixture, start_registry
 
@@ -24,6 +26,21 @@ from tests.support.registry import RegistryFixture, start_registry
 # depends on how fast the machine is).
 settings.register_profile("eos-bridge", deadline=None)
 settings.load_profile("eos-bridge")
+
+
+_prefetch: list[subprocess.Popen[bytes]] = []  # the background tool builds of this session, if any
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """A run with chart, image or fault tests builds the pinned tools in the background
+    (tests/support/prefetch.py)."""
+    if prefetch.wanted(session.items):
+        _prefetch.append(prefetch.start(Path(session.config.rootpath) / ".pytest-prefetch.log"))
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    for proc in _prefetch:
+        prefetch.stop(proc)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

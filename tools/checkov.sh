@@ -18,6 +18,12 @@ bin="$venv/bin/checkov"
 # A venv's scripts name their interpreter by absolute path, so it is built in place; the
 # marker file says the install finished (a half-built venv is removed and built again).
 if [[ ! -e "$venv/.complete" ]]; then
+  # One install at a time (tools/prefetch.sh may be installing it already): wait, look again.
+  mkdir -p "$cache"
+  exec {lock}>"$cache/.checkov-$CHECKOV_VERSION.lock"
+  flock "$lock"
+fi
+if [[ ! -e "$venv/.complete" ]]; then
   python="$(command -v python3.11 || command -v python3)"
   echo "tools/checkov.sh: installing checkov $CHECKOV_VERSION (once) into $venv" >&2
   rm -rf "$venv"
@@ -26,6 +32,7 @@ if [[ ! -e "$venv/.complete" ]]; then
   "$venv/bin/pip" install -q --disable-pip-version-check "checkov==$CHECKOV_VERSION" >&2
   touch "$venv/.complete"
 fi
+if [[ -n "${lock:-}" ]]; then exec {lock}>&-; fi  # checkov itself must not hold the lock
 
 if [[ "${1:-}" == "--path" ]]; then
   echo "$bin"

@@ -17,7 +17,14 @@ go_binary_run() {
   shift 4
   local who="tools/$(basename "$0")"
   local cache="${EOS_BRIDGE_HOME:-$HOME/.cache/eos-bridge}"
-  local bin="$cache/bin/$name-$version"
+  local bin="$cache/bin/$name-$version" lock=""
+  if [[ ! -x "$bin" ]]; then
+    mkdir -p "$cache/bin"
+    # One build at a time per tool (tools/prefetch.sh may be building it already): wait for
+    # the lock, then look again.
+    exec {lock}>"$cache/bin/.$name-$version.lock"
+    flock "$lock"
+  fi
   if [[ ! -x "$bin" ]]; then
     command -v go >/dev/null || {
       echo "$who: 'go' is needed to build $name $version (https://go.dev/doc/install)" >&2
@@ -36,6 +43,7 @@ go_binary_run() {
       "$package@$version"
     mv "$staging/$(basename "$package")" "$bin"
   fi
+  if [[ -n "${lock:-}" ]]; then exec {lock}>&-; fi  # the tool itself must not hold the lock
   if [[ "${1:-}" == "--path" ]]; then
     echo "$bin"
     exit 0
