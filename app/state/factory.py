@@ -81,9 +81,14 @@ def make_backend(settings: BridgeSettings, pipeline: StepList) -> StateBackend:
         **librdkafka_logging(),
     }
     admin = AdminClient(common)
+    source = settings.source()  # the inputs' partition counts: read where the inputs are
+    inputs = admin if not settings.cross_cluster else AdminClient(
+        {"bootstrap.servers": source.bootstrap_servers, **source.client_common(),
+         **librdkafka_logging()}
+    )  # fmt: skip
     changelogs, specs = {}, []
     for topic in settings.input_topics:
-        partitions = _partition_count(admin, topic, settings.startup_timeout)
+        partitions = _partition_count(inputs, topic, settings.startup_timeout)
         for store in stores:
             with changelog_errors():
                 name = changelog_topic_name(settings.group_id, topic, store)
