@@ -126,7 +126,13 @@ class TaskProducers:
             producer = self._producers[txn_id]
             producer.begin_transaction()  # local: the broker hears of it with the first record
             self._open[txn_id] = producer
-        producer.produce(topic, value, key, partition, callback, on_delivery, timestamp, headers)
+        try:
+            producer.produce(
+                topic, value, key, partition, callback, on_delivery, timestamp, headers
+            )
+        except KafkaException as exc:
+            self._raise_fenced(txn_id, exc)
+            raise
 
     def poll(self, timeout: float = -1) -> int:
         served = sum(p.poll(0) for p in self._producers.values())
