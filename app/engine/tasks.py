@@ -66,6 +66,7 @@ class TaskProducers:
         self._tasks: dict[int, str] = {}  # task → transactional id
         self._open: dict[str, ProducerPort] = {}  # producers with an open transaction
         self._current: str | None = None
+        self._failed = False  # fenced or fatal: nothing can be aborted any more (exit 3)
 
     # ---- the assignment --------------------------------------------------------------------
 
@@ -175,6 +176,7 @@ class TaskProducers:
             except KafkaException as exc:
                 self._raise_fenced(txn_id, exc)
                 if committed and classify(exc) is not Reaction.RETRY:
+                    self._failed = True
                     raise KafkaFatalError(
                         f"commit of {txn_id} failed ({describe(exc)}) after {committed} other "
                         f"task(s) committed: exiting so the restart restores every partition's "
@@ -184,6 +186,11 @@ class TaskProducers:
             del self._open[txn_id]
 
     def abort_transaction(self, timeout: float = -1) -> None:
+        """Abort every open task transaction; after a fenced or fatal producer, nothing (the
+        process is leaving; the broker aborts them, the new owner's init fences them)."""
+        if self._failed:
+            self._open.clear()
+            return
         for txn_id, producer in list(self._open.items()):
             try:
                 producer.abort_transaction(timeout)
@@ -198,6 +205,7 @@ class TaskProducers:
         """A fenced task producer: another instance owns the task now. Re-initialising it
         would fence the rightful owner, so exit 3 and rejoin the group on restart."""
         if classify(exc) in (Reaction.RECREATE, Reaction.FATAL):
+            self._failed = True
             raise KafkaFatalError(
                 f"task producer {txn_id} was fenced or failed ({describe(exc)}): another "
                 f"instance owns its input partition now; exiting so the restart rejoins the group"
