@@ -209,6 +209,9 @@ class BridgeSettings(ConnectionSettings):
         None, description="two clusters, exactly-once: compacted topic of the target that "
         "holds the input positions; default <group_id>.offsets (docs/cross-cluster.md)",
     )  # fmt: skip
+    mirror_offsets_to_source: bool = Field(
+        False, description="two clusters: commit positions to the source group too (advisory)"
+    )
     consumer: dict[str, KafkaValue] = Field(
         default_factory=dict, description="librdkafka settings of the consumer"
     )
@@ -276,10 +279,6 @@ class BridgeSettings(ConnectionSettings):
     @property
     def dead_letter_topic(self) -> str:
         return self.dlq_topic or f"{self.output_topic}.dlq"
-
-    @property
-    def target_offsets_topic(self) -> str:
-        return self.offsets_topic or f"{self.group_id}.offsets"
 
     @property
     def transactional_id(self) -> str:

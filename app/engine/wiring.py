@@ -164,7 +164,7 @@ def build(
     tasks: TaskAssignment | None = None
     offsets: OffsetStore = GroupOffsets(consumer, watchdog, settings.call_timeout)
     if settings.cross_cluster and settings.exactly_once:
-        tasks = cross_cluster_tasks(settings, pconf, watchdog, target_admin)
+        tasks = cross_cluster_tasks(settings, pconf, watchdog, target_admin, consumer)
         offsets = tasks.offsets
     txn = Transactions(
         (lambda: tasks.producers) if tasks is not None else (lambda: Producer(pconf)),
@@ -205,11 +205,15 @@ def build(
 
 
 def cross_cluster_tasks(
-    settings: BridgeSettings, pconf: dict[str, Any], watchdog: Watchdog, admin: AdminClient
+    settings: BridgeSettings,
+    pconf: dict[str, Any],
+    watchdog: Watchdog,
+    admin: AdminClient,
+    consumer: Consumer,
 ) -> TaskAssignment:
     """Two clusters, exactly-once: one transactional producer per input partition and the
     positions in the target's offsets topic (docs/cross-cluster.md)."""
-    topic = settings.target_offsets_topic
+    topic = settings.offsets_topic or f"{settings.group_id}.offsets"
     prepare_offsets_topic(admin, topic, settings.startup_timeout)
     group = settings.group_id
     prefix = (
@@ -229,8 +233,10 @@ def cross_cluster_tasks(
     target = settings.target_cluster()
     reader = {"bootstrap.servers": target.bootstrap_servers, **target.client_common(),
               **librdkafka_logging()}  # fmt: skip
-    offsets = TargetOffsets(reader, topic, group, settings.transactional_id, watchdog,
-                            settings.call_timeout)  # fmt: skip
+    offsets = TargetOffsets(
+        reader, topic, group, settings.transactional_id, watchdog, settings.call_timeout,
+        mirror=consumer if settings.mirror_offsets_to_source else None,
+    )  # fmt: skip
     return TaskAssignment(producers, offsets, _reset_offset(settings))
 
 

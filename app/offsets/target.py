@@ -110,6 +110,7 @@ class TargetOffsets:
 
     Args:
         reader_config: librdkafka settings of the target cluster for the reading consumer.
+        mirror: the source group's consumer, to mirror committed positions to (advisory).
         topic: the offsets topic.
         group: the consumer group whose positions these are (part of each key).
         writer: the transactional id written next to a position when the producer does not
@@ -126,6 +127,7 @@ class TargetOffsets:
         writer: str,
         guard: CallGuard,
         timeout: float,
+        mirror: Any = None,
     ) -> None:
         conf = {
             **reader_config,
@@ -140,6 +142,7 @@ class TargetOffsets:
         self._writer = writer
         self._guard = guard
         self._timeout = timeout
+        self._mirror = mirror  # the source group's consumer (mirror_offsets_to_source)
 
     def committed(self, partitions: list[TopicPartition]) -> list[TopicPartition]:
         with self._guard.guard("offsets topic read", self._timeout + _GRACE_S, self.topic):
@@ -155,6 +158,15 @@ class TargetOffsets:
             writer = routing.select(tp.partition) if routing is not None else self._writer
             key = offsets_key(self._group, tp.topic, tp.partition)
             producer.produce(self.topic, offsets_value(tp.offset, writer), key)
+
+    def after_commit(self, positions: list[TopicPartition]) -> None:
+        """``mirror_offsets_to_source``: the same positions to the source group, asynchronously,
+        for the usual lag tools; advisory, never read back (a failure is only logged)."""
+        if self._mirror is not None and positions:
+            try:
+                self._mirror.commit(offsets=positions, asynchronous=True)
+            except KafkaException as exc:
+                log.info("mirroring positions to the source group: %s", describe(exc))
 
     def commit(self, positions: list[TopicPartition]) -> None:
         raise RuntimeError("TargetOffsets commits inside transactions only (exactly-once)")

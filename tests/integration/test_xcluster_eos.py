@@ -53,7 +53,7 @@ def test_count_across_clusters_through_two_sigkills(
 ) -> None:
     s, feeder = _setup(
         kafka, target_kafka, RECORDS, state_dir=str(tmp_path / "state"),
-        pipeline="tests.state_pipelines:counting",
+        pipeline="tests.state_pipelines:counting", mirror_offsets_to_source=True,
     )  # fmt: skip
     bridge = bridges(**s).start()
     for _ in range(2):
@@ -61,6 +61,10 @@ def test_count_across_clusters_through_two_sigkills(
         xkill_in_open_transaction(kafka, target_kafka, bridge, feeder, s, 2_000)
         bridge.start()
     xfeed_and_catch_up(kafka, target_kafka, feeder, s, None, [bridge])
+    src = s["input_topics"][0]
+    # mirror_offsets_to_source: the source group shows the same positions (advisory).
+    ends = kafka.end_offsets(src)
+    wait_until(lambda: kafka.committed_offsets(s["group_id"], src) == ends, 120, "mirrored")
     assert bridge.terminate() == 0, bridge.logs()[-3000:]
     assert bridge.starts == 3
     assert "restoring changelog__" in bridge.logs(), "restarts must restore state"

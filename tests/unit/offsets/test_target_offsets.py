@@ -74,3 +74,22 @@ def test_put_writes_one_record_per_partition_through_each_task() -> None:
     ]
     assert [decode_position(v) for *_, v in producer.produced] == [7, 3]
     assert b"g-task-1" in producer.produced[1][3]
+
+
+def test_mirroring_commits_the_same_positions_to_the_source_group_asynchronously() -> None:
+    from app.offsets.target import TargetOffsets
+
+    class Group:
+        def __init__(self) -> None:
+            self.commits: list[tuple[list[tuple[str, int, int]], bool]] = []
+
+        def commit(self, *, offsets: list[TopicPartition], asynchronous: bool) -> None:
+            self.commits.append(([(t.topic, t.partition, t.offset) for t in offsets], asynchronous))
+
+    store = TargetOffsets.__new__(TargetOffsets)
+    store._mirror = None
+    store.after_commit([TopicPartition("in", 0, 5)])  # off by default: nothing
+    group = Group()
+    store._mirror = group
+    store.after_commit([TopicPartition("in", 0, 5)])
+    assert group.commits == [([("in", 0, 5)], True)]
