@@ -205,6 +205,13 @@ class BridgeSettings(ConnectionSettings):
         description="the cluster written to (outputs, dead letters, changelogs); "
         "default: the cluster read from",
     )
+    offsets_topic: str | None = Field(
+        None, description="two clusters, exactly-once: compacted topic of the target that "
+        "holds the input positions; default <group_id>.offsets (docs/cross-cluster.md)",
+    )  # fmt: skip
+    mirror_offsets_to_source: bool = Field(
+        False, description="two clusters: commit positions to the source group too (advisory)"
+    )
     consumer: dict[str, KafkaValue] = Field(
         default_factory=dict, description="librdkafka settings of the consumer"
     )
@@ -252,14 +259,6 @@ class BridgeSettings(ConnectionSettings):
         _check_formats(self)
         if self.output_topic in self.input_topics and not self.cross_cluster:
             raise ValueError(f"output_topic {self.output_topic!r} is also an input topic")
-        if self.cross_cluster and self.exactly_once:
-            raise ValueError(
-                f"target.bootstrap_servers ({self.target_cluster().bootstrap_servers}) names "
-                f"another cluster than bootstrap_servers: exactly-once between two clusters "
-                f"needs the input offsets kept in the target cluster, which this version does "
-                f"not do yet; set processing_guarantee=at-least-once for an at-least-once "
-                f"bridge between clusters, or leave target unset"
-            )
         return self
 
     # ---- derived values --------------------------------------------------------------------

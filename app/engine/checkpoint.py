@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import logging
+import os
+import signal
 import time
 
 from confluent_kafka import TopicPartition
@@ -126,7 +128,14 @@ class Checkpoint:
         self._disabled = True
 
     def _inject_fault(self) -> None:
-        """Test-only (``fault_abort_every``): abort every k-th checkpoint with records."""
+        """Test-only (``fault_abort_every``): abort every k-th checkpoint with records; and
+        (``EOS_BRIDGE_TEST_PAUSE_FILE``) when that file exists, remove it and SIGSTOP this
+        process, its transaction open before the offsets (the paused-zombie test)."""
+        pause = os.environ.get("EOS_BRIDGE_TEST_PAUSE_FILE")
+        if pause and os.path.exists(pause):
+            os.unlink(pause)
+            log.warning("test pause: stopping before the offsets of this checkpoint")
+            os.kill(os.getpid(), signal.SIGSTOP)
         self._nonempty += 1
         if self._fault_abort_every and self._nonempty % self._fault_abort_every == 0:
             raise CheckpointAborted(

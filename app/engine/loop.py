@@ -35,7 +35,7 @@ from app.kafka.errors import (
     describe,
     offsets_unfetched,
 )
-from app.kafka.ports import ConsumerPort, Message
+from app.kafka.ports import ConsumerPort, Message, TaskRouting
 from app.ops.health import Health
 from app.ops.lag import LagReport
 from app.ops.metrics import Metrics
@@ -87,8 +87,10 @@ class Bridge:
         watchdog: Watchdog,
         loop: LoopSettings,
         formats: Formats | None = None,
+        tasks: TaskRouting | None = None,
     ) -> None:
         self._consumer = consumer
+        self._tasks = tasks  # two clusters: one producer per input partition
         self._txn = txn
         self._output = output
         self._pipeline = pipeline
@@ -200,7 +202,12 @@ class Bridge:
         """
         started = time.monotonic()
         budget = self._checkpoint.time_left()
-        self._process(messages, started + budget)
+        if self._tasks is None:
+            self._process(messages, started + budget)
+        else:  # each partition's records through its task's producer, in order
+            for task, group in by_partition(messages).items():
+                self._tasks.select(task)
+                self._process(group, started + budget)
         self._checkpoint.record(len(messages), started)
         elapsed = time.monotonic() - started
         if elapsed > budget / 4 and self._batch_size > 1:
@@ -315,3 +322,12 @@ def run_fused(output: Output, fused: FusedBatch, messages: list[Message]) -> int
         raise writer.refusal(topic, exc) from exc
     writer.produced(produced)
     return done
+
+
+def by_partition(messages: list[Message]) -> dict[int, list[Message]]:
+    """``messages`` grouped by partition number, each group in consumed order."""
+    groups: dict[int, list[Message]] = {}
+    for m in messages:
+        partition = m.partition()
+        groups.setdefault(partition if partition is not None else -1, []).append(m)
+    return groups

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from typing import Protocol
 
 from confluent_kafka import TopicPartition
 
@@ -24,6 +25,13 @@ from app.state.backend import StateBackend
 log = logging.getLogger(__name__)
 
 
+class Tasks(Protocol):
+    """Per-partition producers (two clusters, :class:`app.engine.tasks.TaskAssignment`)."""
+
+    def assign(self, partitions: list[TopicPartition]) -> list[TopicPartition]: ...
+    def revoke(self, partitions: list[TopicPartition]) -> None: ...
+
+
 class Rebalancer:
     """Owns the assignment: what is assigned, what waits for recovery, readiness."""
 
@@ -36,8 +44,10 @@ class Rebalancer:
         health: Health,
         offsets: OffsetStore,
         ladder: Ladder,
+        tasks: Tasks | None = None,
     ) -> None:
         self._consumer = consumer
+        self._tasks = tasks
         self._checkpoint = checkpoint
         self._state = state
         self._metrics = metrics
@@ -93,6 +103,8 @@ class Rebalancer:
         log.info("assigned %s", keys)
         self._state.assign(keys)
         pending = self._state.pending_recovery()
+        if self._tasks is not None:  # fence the tasks' old owners, then start where they committed
+            partitions = self._tasks.assign(partitions)
         consumer.assign(partitions)
         if pending:
             # Nothing of a partition is processed before its state is restored.
@@ -111,6 +123,8 @@ class Rebalancer:
             self._checkpoint.commit()
         except (CheckpointAborted, ProducerFenced) as exc:  # the partitions go: no rewind
             self._ladder.react(exc, rewind=False)
+        if self._tasks is not None:
+            self._tasks.revoke(partitions)
         self._state.revoke(keys)
         self._checkpoint.forget(keys)
         self._metrics.forget_partitions(keys)
@@ -123,6 +137,8 @@ class Rebalancer:
         log.warning("partitions lost %s: aborting uncommitted work", keys)
         lost = PartitionsMigrated(f"partitions lost: {keys}", reason="partitions_lost")
         self._ladder.react(lost, rewind=False)
+        if self._tasks is not None:
+            self._tasks.revoke(partitions)
         self._state.lost(keys)
         self._checkpoint.forget(keys)
         self._metrics.forget_partitions(keys)

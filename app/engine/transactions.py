@@ -120,6 +120,8 @@ class Transactions:
                     "send_offsets_to_transaction", lambda: store.put(producer, offsets, timeout)
                 )
             self._call("commit_transaction", lambda: producer.commit_transaction(timeout))
+            if offsets:
+                self._offsets.after_commit(offsets)
         self._open = False
         self._recreations = 0
 

@@ -7,6 +7,7 @@ the start-up checks (broker reachable, topics exist, ACLs) that run before anyth
 from __future__ import annotations
 
 import logging
+import os
 from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, KafkaException, Producer
@@ -20,6 +21,12 @@ from app.engine.loop import Bridge, LoopSettings
 from app.engine.outage import RegistryOutage
 from app.engine.rebalance import Rebalancer
 from app.engine.repair import PartitionRepair
+from app.engine.tasks import (
+    UNSAFE_SHARED_ID_ENV,
+    TaskAssignment,
+    TaskProducers,
+    task_transactional_id,
+)
 from app.engine.transactions import Transactions
 from app.engine.watchdog import Watchdog
 from app.errors import KafkaFatalError
@@ -29,7 +36,8 @@ from app.kafka.catalog import TopicCatalog
 from app.kafka.defaults import consumer_config, producer_config
 from app.kafka.errors import describe
 from app.kafka.ports import ConsumerPort, KafkaValue
-from app.offsets import GroupOffsets
+from app.offsets import GroupOffsets, OffsetStore, TargetOffsets
+from app.offsets.target import prepare_offsets_topic
 from app.ops.health import Health
 from app.ops.logs import librdkafka_logging
 from app.ops.metrics import Metrics
@@ -153,10 +161,15 @@ def build(
     consumer = _consumer(settings)
     collector = RecordCollector(metrics=metrics)  # the producer is bound below
     pconf = _producer_config(settings, pipeline, common, batch_limit, collector)
+    tasks: TaskAssignment | None = None
+    offsets: OffsetStore = GroupOffsets(consumer, watchdog, settings.call_timeout)
+    if settings.cross_cluster and settings.exactly_once:
+        tasks = cross_cluster_tasks(settings, pconf, watchdog, target_admin, consumer)
+        offsets = tasks.offsets
     txn = Transactions(
-        lambda: Producer(pconf),
+        (lambda: tasks.producers) if tasks is not None else (lambda: Producer(pconf)),
         consumer,
-        GroupOffsets(consumer, watchdog, settings.call_timeout),
+        offsets,
         exactly_once=settings.exactly_once,
         call_timeout=settings.call_timeout,
         watchdog=watchdog,
@@ -187,8 +200,44 @@ def build(
     )  # fmt: skip
     return assemble(
         consumer, txn, output, pipeline, state, checkpoint, metrics, health, watchdog,
-        _loop_settings(settings, replaying), formats, _reset_offset(settings), outage,
+        _loop_settings(settings, replaying), formats, _reset_offset(settings), outage, tasks,
     )  # fmt: skip
+
+
+def cross_cluster_tasks(
+    settings: BridgeSettings,
+    pconf: dict[str, Any],
+    watchdog: Watchdog,
+    admin: AdminClient,
+    consumer: Consumer,
+) -> TaskAssignment:
+    """Two clusters, exactly-once: one transactional producer per input partition and the
+    positions in the target's offsets topic (docs/cross-cluster.md)."""
+    topic = settings.offsets_topic or f"{settings.group_id}.offsets"
+    prepare_offsets_topic(admin, topic, settings.startup_timeout)
+    group = settings.group_id
+    prefix = (
+        f"{settings.transactional_id_prefix}-{group}" if settings.transactional_id_prefix else group
+    )
+    unsafe = os.environ.get(UNSAFE_SHARED_ID_ENV) == "1"  # test-only: no per-partition fencing
+    if unsafe:
+        log.warning("%s=1: every task shares %s (NOT exactly-once)", UNSAFE_SHARED_ID_ENV,
+                    settings.transactional_id)  # fmt: skip
+    shared = settings.transactional_id
+    producers = TaskProducers(
+        lambda txn_id: Producer({**pconf, "transactional.id": txn_id}),
+        (lambda _: shared) if unsafe else (lambda n: task_transactional_id(prefix, n)),
+        watchdog,
+        settings.call_timeout,
+    )  # fmt: skip
+    target = settings.target_cluster()
+    reader = {"bootstrap.servers": target.bootstrap_servers, **target.client_common(),
+              **librdkafka_logging()}  # fmt: skip
+    offsets = TargetOffsets(
+        reader, topic, group, settings.transactional_id, watchdog, settings.call_timeout,
+        mirror=consumer if settings.mirror_offsets_to_source else None,
+    )  # fmt: skip
+    return TaskAssignment(producers, offsets, _reset_offset(settings))
 
 
 def _consumer(settings: BridgeSettings) -> Consumer:
@@ -226,6 +275,7 @@ def assemble(
     formats: serde.Formats,
     reset_offset: int = OFFSET_BEGINNING,
     outage: RegistryOutage | None = None,
+    tasks: TaskAssignment | None = None,
 ) -> Bridge:
     """The engine's own collaborators around built clients: the hooks of the transaction
     owner, the ladder, the repairs and the rebalancer, then the loop (the unit tests' rigs
@@ -236,10 +286,12 @@ def assemble(
     txn.on_new_producer(output.collector.rebind)
     repair = PartitionRepair(consumer, txn.offsets, state, health, metrics, reset_offset)
     ladder = Ladder(txn, output.refusals, metrics, repair, outage)
-    rebalancer = Rebalancer(consumer, checkpoint, state, metrics, health, txn.offsets, ladder)
+    rebalancer = Rebalancer(
+        consumer, checkpoint, state, metrics, health, txn.offsets, ladder, tasks
+    )  # fmt: skip
     bridge = Bridge(
         consumer, txn, output, pipeline, state, checkpoint, rebalancer, ladder, metrics, health,
-        watchdog, loop, formats,
+        watchdog, loop, formats, tasks.producers if tasks is not None else None,
     )  # fmt: skip
     if outage is not None:
         outage.stop_when(lambda: bridge.stopping)

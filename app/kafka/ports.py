@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from contextlib import AbstractContextManager
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, Protocol, runtime_checkable
 
 from confluent_kafka import TopicPartition
 
@@ -86,6 +86,16 @@ class ProducerPort(Protocol):
     ) -> None: ...
     def commit_transaction(self, timeout: float = -1) -> None: ...
     def abort_transaction(self, timeout: float = -1) -> None: ...
+
+
+@runtime_checkable
+class TaskRouting(Protocol):
+    """A producer that writes each input partition's records through its own transactional
+    producer (cross-cluster exactly-once, ``app.engine.tasks``)."""
+
+    def select(self, task: int) -> str:
+        """Write through task ``task``'s producer from now on; returns its transactional id."""
+        ...
 
 
 class Connection(Protocol):

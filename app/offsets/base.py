@@ -27,5 +27,8 @@ class OffsetStore(Protocol):
         """Put ``positions`` into ``producer``'s open transaction (exactly-once). The
         transaction owner runs this under its retry and error mapping."""
 
+    def after_commit(self, positions: list[TopicPartition]) -> None:
+        """``positions`` were committed in a transaction (a store may mirror them elsewhere)."""
+
     def commit(self, positions: list[TopicPartition]) -> None:
         """Commit ``positions`` outside any transaction (at-least-once, after a flush)."""

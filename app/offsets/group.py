@@ -56,6 +56,9 @@ class GroupOffsets:
         metadata = self._consumer.consumer_group_metadata()
         producer.send_offsets_to_transaction(positions, metadata, timeout)
 
+    def after_commit(self, positions: list[TopicPartition]) -> None:
+        """Nothing: the transaction committed them to the group."""
+
     def commit(self, positions: list[TopicPartition]) -> None:
         with self._guard.guard("commit", self._timeout + _GRACE_S, "group coordinator"):
             self._consumer.commit(offsets=positions, asynchronous=False)

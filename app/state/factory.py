@@ -81,9 +81,10 @@ def make_backend(settings: BridgeSettings, pipeline: StepList) -> StateBackend:
         **librdkafka_logging(),
     }
     admin = AdminClient(common)
+    inputs = _source_admin(settings) if settings.cross_cluster else admin
     changelogs, specs = {}, []
     for topic in settings.input_topics:
-        partitions = _partition_count(admin, topic, settings.startup_timeout)
+        partitions = _partition_count(inputs, topic, settings.startup_timeout)
         for store in stores:
             with changelog_errors():
                 name = changelog_topic_name(settings.group_id, topic, store)
@@ -117,6 +118,15 @@ def make_backend(settings: BridgeSettings, pipeline: StepList) -> StateBackend:
         watermarks,
         lock,
     )
+
+
+def _source_admin(settings: BridgeSettings) -> AdminClient:
+    """An admin client of the source cluster: the inputs' partition counts are read there."""
+    source = settings.source()
+    return AdminClient(
+        {"bootstrap.servers": source.bootstrap_servers, **source.client_common(),
+         **librdkafka_logging()}
+    )  # fmt: skip
 
 
 def _partition_count(admin: Any, topic: str, timeout: float) -> int:

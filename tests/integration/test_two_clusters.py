@@ -1,6 +1,5 @@
-"""Source and target as two clusters (per-role connection settings): at-least-once works
-today; exactly-once between clusters is refused at start with one line until the offsets
-can live in the target cluster."""
+"""Source and target as two clusters (per-role connection settings), at-least-once: the
+source group keeps the offsets. Exactly-once between clusters: test_xcluster_eos.py."""
 
 from __future__ import annotations
 
@@ -34,20 +33,3 @@ def test_at_least_once_between_two_clusters_loses_nothing(
     assert bridge.terminate() == 0, bridge.logs()[-3000:]
     ids = Counter(orjson.loads(r.value)["id"] for r in target_kafka.read_all(out))
     assert set(ids) == {f"r{i}" for i in range(2_000)}
-
-
-def test_exactly_once_between_two_clusters_is_refused_in_one_line(
-    kafka: KafkaFixture,
-    target_kafka: KafkaFixture,
-    bridges,  # type: ignore[no-untyped-def]
-) -> None:
-    src = kafka.create_topic(kafka.unique("in"), 1)
-    settings = base_settings(
-        kafka, src, "out", "dlq", target={"bootstrap_servers": target_kafka.bootstrap}
-    )
-    bridge = bridges(**settings).start()
-    assert bridge.wait(60) == 2
-    problems = [line for line in bridge.logs().splitlines() if line.startswith("  - ")]
-    assert len(problems) == 1 and "target.bootstrap_servers" in problems[0], bridge.logs()
-    assert "processing_guarantee=at-least-once" in problems[0]
-    assert "Traceback" not in bridge.logs()

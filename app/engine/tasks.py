@@ -1,0 +1,254 @@
+"""One transactional producer per input partition: fencing without KIP-447 (two clusters).
+
+Kafka Streams' original exactly-once ("EOS-alpha": a ``StreamsProducer`` per task) and
+Flink's KafkaSink (a transactional id per subtask). Task ``n`` = input partition number ``n``
+(co-partitioned input topics share it; changelog partition ``n`` belongs to it); its producer's
+transactional id is stable per group and task, so the instance that is assigned the task
+calls ``init_transactions`` on it *before* reading the task's committed positions: that
+aborts a paused predecessor's open transaction and bumps the epoch, so the predecessor can
+never commit again (docs/cross-cluster.md has the proof sketch and the cost).
+
+:class:`TaskProducers` is the one producer the engine sees (a :class:`ProducerPort`): the
+loop selects the task before it runs each partition's records, changelog records go to the
+task of their partition, and a commit commits every task whose transaction is open.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from confluent_kafka import KafkaException, TopicPartition
+
+from app.errors import KafkaFatalError
+from app.kafka.errors import Reaction, classify, describe
+from app.kafka.ports import CallGuard, ProducerPort
+from app.offsets import OffsetStore
+
+log = logging.getLogger(__name__)
+
+_GRACE_S = 15.0
+
+# Test-only: every task shares this instance's one transactional id, as a bridge without
+# per-partition fencing would (the paused-zombie test shows it then fails).
+UNSAFE_SHARED_ID_ENV = "EOS_BRIDGE_TEST_UNSAFE_SHARED_TXN_ID"
+
+
+def task_transactional_id(prefix: str, task: int) -> str:
+    """The transactional id of task ``task`` (``prefix`` names the group)."""
+    return f"{prefix}-task-{task}"
+
+
+class TaskProducers:
+    """A :class:`ProducerPort` over one transactional producer per assigned task.
+
+    Args:
+        new_producer: makes a producer with the given transactional id.
+        id_of: the transactional id of a task.
+        guard: bounds each blocking call (the watchdog).
+        timeout: librdkafka timeout of ``init_transactions``, commit and abort.
+    """
+
+    def __init__(
+        self,
+        new_producer: Callable[[str], ProducerPort],
+        id_of: Callable[[int], str],
+        guard: CallGuard,
+        timeout: float,
+    ) -> None:
+        self._new_producer = new_producer
+        self._id_of = id_of
+        self._guard = guard
+        self._timeout = timeout
+        self._producers: dict[str, ProducerPort] = {}  # transactional id → producer
+        self._tasks: dict[int, str] = {}  # task → transactional id
+        self._open: dict[str, ProducerPort] = {}  # producers with an open transaction
+        self._current: str | None = None
+        self._failed = False  # fenced or fatal: nothing can be aborted any more (exit 3)
+
+    # ---- the assignment --------------------------------------------------------------------
+
+    def assign(self, tasks: Iterable[int]) -> None:
+        """Make and initialise the producer of each new task (fences its previous owner)."""
+        for task in sorted(set(tasks) - set(self._tasks)):
+            txn_id = self._id_of(task)
+            if txn_id not in self._producers:
+                producer = self._new_producer(txn_id)
+                self._call(f"init_transactions of {txn_id}", producer.init_transactions)
+                self._producers[txn_id] = producer
+                log.info("task %d: producer %s initialised", task, txn_id)
+            self._tasks[task] = txn_id
+
+    def revoke(self, tasks: Iterable[int]) -> None:
+        """Forget ``tasks`` (their transactions are committed or aborted by now) and release
+        the producers no task uses any more."""
+        for task in tasks:
+            self._tasks.pop(task, None)
+        for txn_id in set(self._producers) - set(self._tasks.values()):
+            self._open.pop(txn_id, None)
+            self._producers.pop(txn_id).flush(0)
+            if self._current == txn_id:
+                self._current = None
+
+    @property
+    def tasks(self) -> list[int]:
+        return sorted(self._tasks)
+
+    def select(self, task: int) -> str:
+        """Produce through task ``task``'s producer until the next :meth:`select`."""
+        self._current = self._tasks.get(task)
+        return self._current or self._id_of(task)
+
+    # ---- ProducerPort ----------------------------------------------------------------------
+
+    def produce(
+        self,
+        topic: str,
+        value: str | bytes | None = None,
+        key: str | bytes | None = None,
+        partition: int = -1,
+        callback: Callable[[Any, Any], None] | None = None,
+        on_delivery: Callable[[Any, Any], None] | None = None,
+        timestamp: int = 0,
+        headers: Any = None,
+    ) -> None:
+        """A record with an explicit partition (a changelog's) goes to that task's producer,
+        any other to the selected task's."""
+        txn_id = self._tasks.get(partition) if partition >= 0 else self._current
+        if txn_id is None:
+            raise KafkaFatalError(
+                f"no task producer for a record to {topic}[{partition}]: the input partition "
+                f"is not assigned here (assigned tasks: {self.tasks})"
+            )
+        producer = self._open.get(txn_id)
+        if producer is None:
+            producer = self._producers[txn_id]
+            producer.begin_transaction()  # local: the broker hears of it with the first record
+            self._open[txn_id] = producer
+        try:
+            producer.produce(
+                topic, value, key, partition, callback, on_delivery, timestamp, headers
+            )
+        except KafkaException as exc:
+            self._raise_fenced(txn_id, exc)
+            raise
+
+    def poll(self, timeout: float = -1) -> int:
+        served = sum(p.poll(0) for p in self._producers.values())
+        current = self._producers.get(self._current or "")
+        if not served and current is not None and timeout != 0:
+            served = current.poll(timeout)
+        return served
+
+    def flush(self, timeout: float = -1) -> int:
+        deadline = time.monotonic() + max(timeout, 0)
+        return sum(
+            p.flush(max(deadline - time.monotonic(), 0) if timeout >= 0 else -1)
+            for p in self._producers.values()
+        )
+
+    def init_transactions(self, timeout: float = -1) -> None:
+        """Nothing: each task's producer is initialised when the task is assigned."""
+
+    def begin_transaction(self) -> None:
+        """Nothing: a task's transaction begins with its first record."""
+
+    def send_offsets_to_transaction(
+        self, positions: list[TopicPartition], group_metadata: Any, timeout: float = -1
+    ) -> None:
+        raise RuntimeError("two clusters: positions go to the target's offsets topic")
+
+    def commit_transaction(self, timeout: float = -1) -> None:
+        """Commit every open task transaction. Called again after a retriable error, it goes
+        on with those still open.
+
+        Raises:
+            KafkaException: the first task failed, nothing is committed (the caller aborts).
+            KafkaFatalError: fenced, or some tasks committed and another did not (exit 3:
+                the restart restores each partition's state from its changelog up to its
+                committed position; going on would keep uncommitted state of one task).
+        """
+        for committed, (txn_id, producer) in enumerate(list(self._open.items())):
+            try:
+                producer.commit_transaction(timeout)
+            except KafkaException as exc:
+                self._raise_fenced(txn_id, exc)
+                if committed and classify(exc) is not Reaction.RETRY:
+                    self._failed = True
+                    raise KafkaFatalError(
+                        f"commit of {txn_id} failed ({describe(exc)}) after {committed} other "
+                        f"task(s) committed: exiting so the restart restores every partition's "
+                        f"state from its changelog at its committed position"
+                    ) from exc
+                raise
+            del self._open[txn_id]
+
+    def abort_transaction(self, timeout: float = -1) -> None:
+        """Abort every open task transaction; after a fenced or fatal producer, nothing (the
+        process is leaving; the broker aborts them, the new owner's init fences them)."""
+        if self._failed:
+            self._open.clear()
+            return
+        for txn_id, producer in list(self._open.items()):
+            try:
+                producer.abort_transaction(timeout)
+            except KafkaException as exc:
+                self._raise_fenced(txn_id, exc)
+                raise
+            del self._open[txn_id]
+
+    # ---- helpers ---------------------------------------------------------------------------
+
+    def _raise_fenced(self, txn_id: str, exc: KafkaException) -> None:
+        """A fenced task producer: another instance owns the task now. Re-initialising it
+        would fence the rightful owner, so exit 3 and rejoin the group on restart."""
+        if classify(exc) in (Reaction.RECREATE, Reaction.FATAL):
+            self._failed = True
+            raise KafkaFatalError(
+                f"task producer {txn_id} was fenced or failed ({describe(exc)}): another "
+                f"instance owns its input partition now; exiting so the restart rejoins the group"
+            ) from exc
+
+    def _call(self, what: str, fn: Callable[[float], None]) -> None:
+        deadline = time.monotonic() + self._timeout
+        while True:
+            try:
+                with self._guard.guard(what, self._timeout + _GRACE_S, "transaction coordinator"):
+                    fn(self._timeout)
+                return
+            except KafkaException as exc:
+                if classify(exc) is Reaction.RETRY and time.monotonic() < deadline:
+                    log.warning("%s: retriable error %s; retrying", what, describe(exc))
+                    continue
+                raise KafkaFatalError(f"{what}: {describe(exc)}") from exc
+
+
+class TaskAssignment:
+    """What the rebalancer does for tasks on assignment: producers first (fencing), then the
+    committed positions from the target's store, as start offsets."""
+
+    def __init__(self, producers: TaskProducers, offsets: OffsetStore, reset_offset: int) -> None:
+        self.producers = producers
+        self.offsets = offsets
+        self._reset_offset = reset_offset
+
+    def assign(self, partitions: list[TopicPartition]) -> list[TopicPartition]:
+        self.producers.assign(tp.partition for tp in partitions)
+        committed = self.offsets.committed(
+            [TopicPartition(tp.topic, tp.partition) for tp in partitions]
+        )
+        log.info(
+            "tasks %s: starting at %s", self.producers.tasks,
+            {f"{tp.topic}[{tp.partition}]": tp.offset for tp in committed},
+        )  # fmt: skip
+        return [
+            TopicPartition(
+                tp.topic, tp.partition, tp.offset if tp.offset >= 0 else self._reset_offset
+            )
+            for tp in committed
+        ]
+
+    def revoke(self, partitions: list[TopicPartition]) -> None:
+        self.producers.revoke(tp.partition for tp in partitions)

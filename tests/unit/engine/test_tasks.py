@@ -1,0 +1,159 @@
+"""One producer per input partition (app.engine.tasks) against fake producers: routing of
+output, changelog and offset records, init before use, commit of every open task, and the
+reactions to fencing and to a partial commit."""
+
+from __future__ import annotations
+
+import pytest
+from confluent_kafka import KafkaError, TopicPartition
+
+from app.engine.tasks import TaskAssignment, TaskProducers, task_transactional_id
+from app.errors import KafkaFatalError
+from app.offsets.target import decode_key
+from tests.unit.fakes import FakeProducer, idle_watchdog, kafka_exc
+
+
+class Rig:
+    def __init__(self, shared: bool = False) -> None:
+        self.made: dict[str, FakeProducer] = {}
+        self.tasks = TaskProducers(
+            self._new,
+            (lambda _: "g-instance") if shared else (lambda n: task_transactional_id("g", n)),
+            idle_watchdog(),
+            5.0,
+        )
+
+    def _new(self, txn_id: str) -> FakeProducer:
+        self.made[txn_id] = FakeProducer()
+        return self.made[txn_id]
+
+
+def test_a_task_producer_is_initialised_when_assigned_before_any_record() -> None:
+    rig = Rig()
+    rig.tasks.assign([0, 2])
+    assert sorted(rig.made) == ["g-task-0", "g-task-2"]
+    assert all(p.calls == ["init_transactions"] for p in rig.made.values())
+
+
+def test_records_go_through_the_selected_task_and_changelogs_by_partition() -> None:
+    rig = Rig()
+    rig.tasks.assign([0, 1])
+    rig.tasks.select(1)
+    rig.tasks.produce("out", b"v1", b"k")
+    rig.tasks.produce("g-count-changelog", b"c0", b"k", 0)  # changelog of partition 0
+    rig.tasks.select(0)
+    rig.tasks.produce("out", b"v0", b"k")
+    p0, p1 = rig.made["g-task-0"], rig.made["g-task-1"]
+    assert [r[1] for r in p0.produced] == [b"c0", b"v0"]
+    assert [r[1] for r in p1.produced] == [b"v1"]
+    assert p0.calls.count("begin_transaction") == p1.calls.count("begin_transaction") == 1
+
+
+def test_offsets_go_through_the_task_of_their_partition() -> None:
+    from app.offsets.target import TargetOffsets
+
+    rig = Rig()
+    rig.tasks.assign([0, 1])
+    store = TargetOffsets.__new__(TargetOffsets)
+    store.topic, store._group, store._writer = "g.offsets", "g", "x"
+    store.put(rig.tasks, [TopicPartition("in", 0, 4), TopicPartition("in", 1, 9)], 1.0)
+    assert [decode_key(r[2]) for r in rig.made["g-task-0"].produced] == [("g", "in", 0)]
+    assert [decode_key(r[2]) for r in rig.made["g-task-1"].produced] == [("g", "in", 1)]
+
+
+def test_commit_commits_every_open_task_and_only_those() -> None:
+    rig = Rig()
+    rig.tasks.assign([0, 1, 2])
+    rig.tasks.select(0)
+    rig.tasks.produce("out", b"v", None)
+    rig.tasks.select(2)
+    rig.tasks.produce("out", b"v", None)
+    rig.tasks.commit_transaction(5)
+    assert [p.calls.count("commit_transaction") for p in rig.made.values()] == [1, 0, 1]
+    rig.tasks.commit_transaction(5)  # nothing open: nothing more
+    assert sum(p.calls.count("commit_transaction") for p in rig.made.values()) == 2
+
+
+def test_a_failure_after_another_task_committed_exits() -> None:
+    rig = Rig()
+    rig.tasks.assign([0, 1])
+    for task in (0, 1):
+        rig.tasks.select(task)
+        rig.tasks.produce("out", b"v", None)
+    rig.made["g-task-1"].fail["commit_transaction"].append(
+        kafka_exc(KafkaError._STATE, txn_requires_abort=True)
+    )
+    with pytest.raises(KafkaFatalError, match="after 1 other task"):
+        rig.tasks.commit_transaction(5)
+
+
+def test_an_abortable_failure_of_the_first_task_is_left_to_the_ladder() -> None:
+    rig = Rig()
+    rig.tasks.assign([0])
+    rig.tasks.select(0)
+    rig.tasks.produce("out", b"v", None)
+    error = kafka_exc(KafkaError._STATE, txn_requires_abort=True)
+    rig.made["g-task-0"].fail["commit_transaction"].append(error)
+    with pytest.raises(type(error)):
+        rig.tasks.commit_transaction(5)
+    rig.tasks.abort_transaction(5)
+    assert rig.made["g-task-0"].calls[-1] == "abort_transaction"
+
+
+def test_a_fenced_task_producer_exits_instead_of_fencing_the_new_owner() -> None:
+    rig = Rig()
+    rig.tasks.assign([0])
+    rig.tasks.select(0)
+    rig.tasks.produce("out", b"v", None)
+    rig.made["g-task-0"].fail["commit_transaction"].append(kafka_exc(KafkaError._FENCED))
+    with pytest.raises(KafkaFatalError, match="another instance owns"):
+        rig.tasks.commit_transaction(5)
+    rig.tasks.abort_transaction(5)  # leaving: a fenced producer is not asked to abort
+    assert rig.made["g-task-0"].calls == [
+        "init_transactions", "begin_transaction", "produce", "commit_transaction"
+    ]  # fmt: skip
+
+
+def test_revoke_releases_the_producer_and_a_reassigned_task_is_initialised_again() -> None:
+    rig = Rig()
+    rig.tasks.assign([0, 1])
+    first = rig.made["g-task-1"]
+    rig.tasks.revoke([1])
+    assert rig.tasks.tasks == [0]
+    rig.tasks.select(1)
+    with pytest.raises(KafkaFatalError, match="not assigned here"):
+        rig.tasks.produce("out", b"v", None)
+    rig.tasks.assign([1])
+    assert rig.made["g-task-1"] is not first and rig.made["g-task-1"].calls == ["init_transactions"]
+
+
+def test_the_unsafe_test_switch_shares_one_producer() -> None:
+    rig = Rig(shared=True)
+    rig.tasks.assign([0, 1, 2])
+    assert list(rig.made) == ["g-instance"]
+
+
+def test_assignment_fences_first_then_starts_at_the_stored_positions() -> None:
+    order: list[str] = []
+
+    class Store:
+        def committed(self, partitions: list[TopicPartition]) -> list[TopicPartition]:
+            order.append("committed")
+            return [TopicPartition(tp.topic, tp.partition, 7 if tp.partition else -1001)
+                    for tp in partitions]  # fmt: skip
+
+        def put(self, *_: object) -> None: ...
+        def commit(self, _: list[TopicPartition]) -> None: ...
+
+    rig = Rig()
+    original = rig._new
+
+    def new(txn_id: str) -> FakeProducer:
+        order.append(f"new {txn_id}")
+        return original(txn_id)
+
+    rig.tasks._new_producer = new
+    assignment = TaskAssignment(rig.tasks, Store(), reset_offset=-2)
+    starts = assignment.assign([TopicPartition("in", 0), TopicPartition("in", 1)])
+    assert order == ["new g-task-0", "new g-task-1", "committed"]
+    assert [(tp.partition, tp.offset) for tp in starts] == [(0, -2), (1, 7)]

@@ -1,0 +1,95 @@
+"""The target cluster's offset records (app.offsets.target): encoding, decoding and the rule
+that the last record of a key wins, as pure functions."""
+
+from __future__ import annotations
+
+from confluent_kafka import TopicPartition
+
+from app.offsets.target import (
+    decode_key,
+    decode_position,
+    latest_positions,
+    offsets_key,
+    offsets_value,
+)
+
+
+def test_a_key_names_group_topic_and_partition_and_round_trips() -> None:
+    key = offsets_key("g", "in.topic", 3)
+    assert isinstance(key, bytes)
+    assert decode_key(key) == ("g", "in.topic", 3)
+    assert offsets_key("g", "in", 1) != offsets_key("g", "in", 10)  # no ambiguous joins
+    assert offsets_key("g-a", "b", 0) != offsets_key("g", "a-b", 0)
+
+
+def test_a_value_holds_the_position_and_the_writer() -> None:
+    value = offsets_value(42, "g-task-3")
+    assert decode_position(value) == 42
+    assert b"g-task-3" in value
+
+
+def test_foreign_or_broken_records_are_ignored() -> None:
+    assert decode_key(b"not json") is None
+    assert decode_key(b'["g", "t"]') is None
+    assert decode_key(b'["g", "t", "0"]') is None
+    assert decode_position(None) is None
+    assert decode_position(b"[]") is None
+    assert decode_position(b'{"position": -1}') is None
+
+
+def test_the_last_record_of_a_partition_wins_and_other_groups_are_skipped() -> None:
+    records = [
+        (offsets_key("g", "in", 0), offsets_value(10, "w")),
+        (offsets_key("g", "in", 1), offsets_value(5, "w")),
+        (offsets_key("other", "in", 0), offsets_value(99, "w")),
+        (offsets_key("g", "in", 0), offsets_value(20, "w")),
+        (offsets_key("g", "in", 1), None),  # tombstone: forgotten, the reset policy applies
+        (None, b"{}"),
+    ]
+    assert latest_positions("g", records) == {("in", 0): 20}
+
+
+def test_put_writes_one_record_per_partition_through_each_task() -> None:
+    from app.offsets.target import TargetOffsets
+
+    class Routing:
+        def __init__(self) -> None:
+            self.current = -1
+            self.produced: list[tuple[int, str, bytes, bytes]] = []
+
+        def select(self, task: int) -> str:
+            self.current = task
+            return f"g-task-{task}"
+
+        def produce(self, topic: str, value: bytes, key: bytes) -> None:
+            self.produced.append((self.current, topic, key, value))
+
+    store = TargetOffsets.__new__(TargetOffsets)  # no reader: put() only writes
+    store.topic, store._group, store._writer = "g.offsets", "g", "g-instance"
+    producer = Routing()
+    store.put(producer, [TopicPartition("a", 0, 7), TopicPartition("b", 1, 3)], 1.0)  # type: ignore[arg-type]
+    assert [(task, topic, decode_key(key)) for task, topic, key, _ in producer.produced] == [
+        (0, "g.offsets", ("g", "a", 0)),
+        (1, "g.offsets", ("g", "b", 1)),
+    ]
+    assert [decode_position(v) for *_, v in producer.produced] == [7, 3]
+    assert b"g-task-1" in producer.produced[1][3]
+
+
+def test_mirroring_commits_the_same_positions_to_the_source_group_asynchronously() -> None:
+    from app.offsets.target import TargetOffsets
+
+    class Group:
+        def __init__(self) -> None:
+            self.commits: list[tuple[list[tuple[str, int, int]], bool]] = []
+
+        def commit(self, *, offsets: list[TopicPartition], asynchronous: bool) -> None:
+            self.commits.append(([(t.topic, t.partition, t.offset) for t in offsets], asynchronous))
+
+    store = TargetOffsets.__new__(TargetOffsets)
+    store._mirror = None
+    store.after_commit([TopicPartition("in", 0, 5)])  # off by default: nothing
+    group = Group()
+    store._mirror = group
+    store.after_commit([TopicPartition("in", 0, 5)])
+    assert group.commits == [([("in", 0, 5)], True)]
