@@ -27,6 +27,7 @@ T = TypeVar("T")
 # The watchdog's deadline for a call = librdkafka's timeout argument + this margin: the call
 # is given every chance to return by itself before the process is ended.
 _GRACE_S = 15.0
+_RETRY_PAUSE_S = (0.1, 1.0)  # first and longest pause between retries of a retriable error
 
 
 class Transactions:
@@ -254,6 +255,7 @@ class Transactions:
         """Run one client call under the watchdog: retry retriable errors until the deadline,
         map the rest onto the exception tree (:func:`app.kafka.errors.classify`)."""
         deadline = time.monotonic() + self._timeout
+        pause = _RETRY_PAUSE_S[0]
         while True:
             try:
                 with self._watchdog.guard(what, self._timeout + _GRACE_S, self._where):
@@ -262,6 +264,10 @@ class Transactions:
                 reaction = classify(exc)
                 if reaction is Reaction.RETRY and time.monotonic() < deadline:
                     log.warning("%s: retriable error %s; retrying", what, describe(exc))
+                    # A call that fails at once (e.g. CONCURRENT_TRANSACTIONS) is not asked
+                    # again in a tight loop: librdkafka's own retry.backoff.ms, doubled to 1 s.
+                    time.sleep(min(pause, max(deadline - time.monotonic(), 0.0)))
+                    pause = min(pause * 2, _RETRY_PAUSE_S[1])
                     continue
                 if reaction is Reaction.RETRY:
                     raise KafkaFatalError(

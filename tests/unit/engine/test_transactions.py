@@ -72,6 +72,20 @@ def test_retriable_commit_error_is_retried_within_the_deadline() -> None:
     assert o.producer.calls.count("commit_transaction") == 2
 
 
+def test_retries_of_an_error_that_comes_back_at_once_pause_and_back_off(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    pauses: list[float] = []
+    monkeypatch.setattr("app.engine.transactions.time.sleep", pauses.append)
+    o = Owner()
+    o.txn.begin()
+    conflict = kafka_exc(KafkaError.CONCURRENT_TRANSACTIONS, retriable=True)
+    o.producer.fail["commit_transaction"] = [conflict] * 5
+    o.txn.commit(OFFSETS)
+    assert o.producer.calls.count("commit_transaction") == 6
+    assert pauses == [0.1, 0.2, 0.4, 0.8, 1.0]  # doubled, at most 1 s
+
+
 def test_retriable_error_past_the_deadline_is_an_unknown_outcome() -> None:
     o = Owner(call_timeout=0.0)
     o.txn.begin()
