@@ -94,6 +94,7 @@ class Rebalancer:
         self._state.assign(keys)
         pending = self._state.pending_recovery()
         consumer.assign(partitions)
+        self._checkpoint.assigned(keys)
         if pending:
             # Nothing of a partition is processed before its state is restored.
             consumer.pause([TopicPartition(t, p) for t, p in pending])
