@@ -36,6 +36,8 @@ from devkit.kafka import LocalKafka
 
 INPUTS = {"p1": "bench-in-kv", "p2": "bench-in-kv", "p3": "bench-in-win"}
 INPUT_KEYS = {"bench-in-kv": 100_000, "bench-in-win": 1000}
+# The exactly-once contenders the latency runs compare (issue 34).
+LATENCY_CONTENDERS = ("bridge-eos", "bridge-eos-spec", "kstreams-eos", "quix-eos")
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -44,7 +46,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--partitions", type=int, default=4)
     p.add_argument("--reps", type=int, default=3, help="repetitions (medians are reported)")
     p.add_argument(
-        "--commit-intervals", default="1", help="seconds, comma-separated (e.g. 0.1,1): every "
+        "--commit-intervals", default="0.1,1", help="seconds, comma-separated (e.g. 0.1,1): every "
         "throughput and latency measurement runs at each, for every contender",
     )  # fmt: skip
     p.add_argument("--commit-interval", type=float, help="one interval (= --commit-intervals X)")
@@ -60,6 +62,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="offered loads as fractions of each contender's own max throughput ('' = none)",
     )  # fmt: skip
     p.add_argument("--latency-pipelines", default="p1,p2", help="of p1,p2")
+    p.add_argument(
+        "--latency-contenders", default=",".join(LATENCY_CONTENDERS),
+        help="the contenders of the latency runs (those also in --contenders)",
+    )  # fmt: skip
     p.add_argument("--latency-seconds", type=float, default=10.0, help="measured window")
     p.add_argument("--no-recovery", action="store_true", help="skip bench.bench_recovery")
     p.add_argument("--no-warmup", action="store_true", help="skip the uncounted run after seeding")
@@ -244,6 +250,8 @@ def _latency_rep(
     repetition at that interval, and the common rate (the CDF is kept for that one)."""
     out: list[dict[str, Any]] = []
     wanted = [p.strip() for p in args.latency_pipelines.split(",") if p.strip()]
+    chosen = {k.strip() for k in args.latency_contenders.split(",")}
+    contenders = [c for c in contenders if c.key in chosen]
     for interval in args.intervals:
         for pipeline in [p for p in wanted if p in ("p1", "p2")]:
             mx = maxima.get((pipeline, interval), {})
