@@ -29,7 +29,7 @@ from app.kafka.topics import end_offsets
 from bench.contenders import REPO, Contender, Job
 from bench.data import make_value
 from bench.kafka import Probe, create_topics, delete_topics_of
-from bench.latency_stats import HostClock, Seen, Sent, cdf, summarise, visible_times
+from bench.latency_stats import HostClock, Seen, Sent, cdf, paced, summarise, visible_times
 from bench.process import ContenderProcess
 from bench.transforms import keep
 
@@ -57,9 +57,10 @@ def _produce_load(
         now = time.monotonic()
         if started is None and go.is_set():
             started, base = now, sent
-        due = sent + 1 if started is None else base + int((now - started) * rate)
-        if due - sent > rate * MAX_LAG_S:  # behind schedule (a busy machine): no burst later
-            base, due = base + due - sent - int(rate * MAX_LAG_S), sent + int(rate * MAX_LAG_S)
+        if started is None:
+            due = sent + 1
+        else:
+            base, due = paced(base, now - started, rate, sent, MAX_LAG_S)
         while sent < due:
             ts = int(clock.ms())
             user = rng.randrange(keys)

@@ -146,6 +146,16 @@ def cdf(latencies: Sequence[float], points: int = 200) -> list[tuple[float, floa
     return [(finite[i], (i + 1) / total) for i in idx]
 
 
+def paced(base: int, elapsed_s: float, rate: float, sent: int, max_lag_s: float) -> tuple[int, int]:
+    """The load producer's schedule: ``(base, due)``, due = records that should have been
+    sent ``elapsed_s`` into the load (``base`` + elapsed x rate). A producer more than
+    ``max_lag_s`` behind (a busy machine) drops that backlog, moving ``base`` back, rather
+    than bursting above ``rate`` later: the achieved rate never exceeds the offered one."""
+    due = base + int(elapsed_s * rate)
+    lag = due - sent - int(rate * max_lag_s)
+    return (base - lag, due - lag) if lag > 0 else (base, due)
+
+
 def offered_rates(max_per_s: float, fractions: Sequence[float]) -> list[int]:
     """Offered loads (records/s) at ``fractions`` of a contender's own max throughput."""
     return [max(1, round(max_per_s * f)) for f in fractions]

@@ -14,6 +14,7 @@ from bench.latency_stats import (
     cdf,
     common_rate,
     offered_rates,
+    paced,
     percentile,
     summarise,
     visible_times,
@@ -109,3 +110,11 @@ def test_the_common_rate_is_half_the_slowest_kafka_streams_else_the_slowest() ->
     assert common_rate(mx, ["kstreams-eos"]) == 20_000
     assert common_rate({"bridge-eos": 100_000.0, "quix-eos": 10_000.0}, ["kstreams-eos"]) == 5000
     assert common_rate({}, ["kstreams-eos"]) is None
+
+
+def test_the_load_keeps_its_schedule_and_drops_a_backlog_instead_of_bursting() -> None:
+    base, due = paced(0, 1.0, 1000, sent=990, max_lag_s=0.1)
+    assert (base, due) == (0, 1000)  # 10 behind: within 0.1 s of schedule, sent as due
+    base, due = paced(0, 2.0, 1000, sent=1000, max_lag_s=0.1)  # stalled for a second
+    assert (base, due) == (-900, 1100)  # only 0.1 s of backlog is sent
+    assert paced(base, 2.5, 1000, sent=1550, max_lag_s=0.1) == (-900, 1600)  # on schedule again
