@@ -160,6 +160,13 @@ def _fmt(value: float | None, spec: str = ",.0f", suffix: str = "") -> str:
     return "-" if value is None else f"{value:{spec}}{suffix}"
 
 
+def _other_intervals(meta: dict[str, Any]) -> str:
+    others = [i for i in meta.get("commit_intervals", []) if i != meta["commit_interval"]]
+    if not others:
+        return ""
+    return f" (also {', '.join(f'{i:g}' for i in others)} s: see *Throughput by commit interval*)"
+
+
 def markdown(report: dict[str, Any]) -> str:
     meta, summary = report["meta"], report["summary"]
     lines = [
@@ -167,7 +174,8 @@ def markdown(report: dict[str, Any]) -> str:
         "",
         f"`{meta['command']}` — {meta['records']:,} input records x {meta['partitions']} "
         f"partitions per pipeline, commit interval {meta['commit_interval']} s for every "
-        f"contender, {meta['reps']} interleaved repetitions (medians), {meta['date']}, "
+        f"contender{_other_intervals(meta)}, {meta['reps']} interleaved repetitions (medians), "
+        f"{meta['date']}, "
         f"{meta['machine']}.",
         "",
         "records/s = input records / (time the last output record was appended - time the "
