@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from typing import Any
 
 import pytest
 
@@ -118,3 +119,44 @@ def test_the_load_keeps_its_schedule_and_drops_a_backlog_instead_of_bursting() -
     base, due = paced(0, 2.0, 1000, sent=1000, max_lag_s=0.1)  # stalled for a second
     assert (base, due) == (-900, 1100)  # only 0.1 s of backlog is sent
     assert paced(base, 2.5, 1000, sent=1550, max_lag_s=0.1) == (-900, 1600)  # on schedule again
+
+
+def _lat(contender: str, interval: float, load: str, p99: float, rep: int = 0) -> dict[str, Any]:
+    return {
+        "pipeline": "p1", "commit_interval": interval, "contender": contender, "load": load,
+        "rep": rep, "rate": 1000, "achieved_rate": 990.0, "p50_ms": p99 / 2, "p99_ms": p99,
+        "p99_9_ms": p99, "max_ms": p99, "unseen": 0, "samples": 100, "drained": True,
+    }  # fmt: skip
+
+
+def _run(contender: str, interval: float, rps: float, rep: int = 0) -> dict[str, Any]:
+    return {
+        "pipeline": "p1", "commit_interval": interval, "contender": contender, "rep": rep,
+        "records_per_s": rps,
+    }  # fmt: skip
+
+
+def test_the_report_checks_the_issue_goals_from_medians_and_same_repetition_ratios() -> None:
+    from bench.report_latency import interval_goals, summarise_latency
+
+    latency = [
+        _lat("bridge-eos", 0.1, "common", 150.0), _lat("bridge-eos", 0.1, "common", 250.0, 1),
+        _lat("bridge-eos", 0.1, "common", 180.0, 2), _lat("kstreams-eos", 0.1, "common", 400.0),
+        _lat("bridge-eos", 1.0, "50%", 1200.0), _lat("old-format", 1.0, "50%", 1.0),
+    ]  # fmt: skip
+    del latency[-1]["pipeline"]  # reports of before this mode: ignored
+    rows = summarise_latency(latency)
+    assert [(r["contender"], r["commit_interval"], r["p99_ms"]) for r in rows] == [
+        ("bridge-eos", 0.1, 180.0), ("kstreams-eos", 0.1, 400.0), ("bridge-eos", 1.0, 1200.0),
+    ]  # fmt: skip
+    runs = [
+        _run("bridge-eos", 0.1, 96.0), _run("bridge-eos", 1.0, 100.0),
+        _run("kstreams-eos", 0.1, 30.0), _run("kstreams-eos", 1.0, 60.0),
+    ]  # fmt: skip
+    goals = {g["what"].split(":")[0]: g["met"] for g in interval_goals(runs, latency, [0.1, 1.0])}
+    assert goals == {
+        "p1 @0.1s common rate": True,  # 180 ≤ 400
+        "p1 @1s 50% of own max": False,  # 1200 > 1150
+        "p1 throughput @0.1s / @1s, bridge-eos": True,  # 0.96
+        "p1 throughput @0.1s, bridge-eos / kstreams-eos": True,  # 3.2
+    }
