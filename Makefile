@@ -63,7 +63,9 @@ test: lint $(QUIX_STAMP)
 test-spark-image: $(STAMP)
 	$(BIN)/pytest -q -m spark_image tests/deploy/test_spark_image.py
 
-# Benchmarks (own local broker, ~40 min; BENCH_ARGS="--records 200000" for a quick run).
+# Benchmarks (own local broker; throughput at commit intervals 0.1 s and 1 s, then the latency
+# runs: ~3 h; BENCH_ARGS="--records 200000 --reps 1" for a quick run, "--commit-intervals 1
+# --latency-rate 0" for the 1 s throughput tables alone, ~40 min).
 bench: $(STAMP) $(QUIX_STAMP)
 	$(BIN)/python -m bench $(BENCH_ARGS)
 

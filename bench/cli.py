@@ -29,12 +29,15 @@ from bench.contenders import BY_KEY, CONTENDERS, REPO, Contender, quix_python
 from bench.data import seed_topic
 from bench.kafka import create_topics
 from bench.latency import latency_run
+from bench.latency_stats import common_rate, offered_rates
 from bench.process import settle
 from bench.throughput import throughput_run
 from devkit.kafka import LocalKafka
 
 INPUTS = {"p1": "bench-in-kv", "p2": "bench-in-kv", "p3": "bench-in-win"}
 INPUT_KEYS = {"bench-in-kv": 100_000, "bench-in-win": 1000}
+# The exactly-once contenders the latency runs compare (issue 34).
+LATENCY_CONTENDERS = ("bridge-eos", "bridge-eos-spec", "kstreams-eos", "quix-eos")
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -42,16 +45,50 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--records", type=int, default=1_000_000, help="input records per pipeline")
     p.add_argument("--partitions", type=int, default=4)
     p.add_argument("--reps", type=int, default=3, help="repetitions (medians are reported)")
-    p.add_argument("--commit-interval", type=float, default=1.0, help="seconds, all contenders")
+    p.add_argument(
+        "--commit-intervals", default="0.1,1", help="seconds, comma-separated (e.g. 0.1,1): every "
+        "throughput and latency measurement runs at each, for every contender",
+    )  # fmt: skip
+    p.add_argument("--commit-interval", type=float, help="one interval (= --commit-intervals X)")
     p.add_argument("--pipelines", default="p1,p2,p3")
     p.add_argument("--contenders", default=",".join(c.key for c in CONTENDERS))
-    p.add_argument("--latency-rate", type=int, default=2000, help="records/s; 0 = skip")
-    p.add_argument("--latency-seconds", type=float, default=10.0)
+    p.add_argument(
+        "--latency-rate", default="auto", help="the common offered load of the latency runs, "
+        "records/s; auto = half of Kafka Streams EOS's max throughput (of the slowest "
+        "contender's without Kafka Streams) in the same repetition; 0 = no latency runs",
+    )  # fmt: skip
+    p.add_argument(
+        "--latency-fractions", default="0.25,0.5,0.75",
+        help="offered loads as fractions of each contender's own max throughput ('' = none)",
+    )  # fmt: skip
+    p.add_argument("--latency-pipelines", default="p1,p2", help="of p1,p2")
+    p.add_argument(
+        "--latency-contenders", default=",".join(LATENCY_CONTENDERS),
+        help="the contenders of the latency runs (those also in --contenders)",
+    )  # fmt: skip
+    p.add_argument("--latency-seconds", type=float, default=10.0, help="measured window")
     p.add_argument("--no-recovery", action="store_true", help="skip bench.bench_recovery")
     p.add_argument("--no-warmup", action="store_true", help="skip the uncounted run after seeding")
     p.add_argument("--out", type=Path, default=REPO / "bench" / "results")
     p.add_argument("--keep", action="store_true", help="keep the work dir (logs, broker data)")
-    return p.parse_args(argv)
+    args = p.parse_args(argv)
+    if args.commit_interval is not None:
+        args.commit_intervals = str(args.commit_interval)
+    try:
+        args.intervals = _floats(args.commit_intervals)
+        args.fractions = _floats(args.latency_fractions)
+        if args.latency_rate != "auto":
+            args.latency_rate = int(args.latency_rate)
+    except ValueError as exc:
+        p.error(f"{exc} (--commit-intervals, --latency-fractions: numbers, comma-separated; "
+                "--latency-rate: auto or records/s)")  # fmt: skip
+    if not args.intervals or min(args.intervals) <= 0:
+        p.error("--commit-intervals: at least one interval, every one > 0 s")
+    return args
+
+
+def _floats(text: str) -> list[float]:
+    return [float(x) for x in text.split(",") if x.strip()]
 
 
 def versions(bootstrap_jars: str) -> dict[str, str]:
@@ -144,17 +181,34 @@ def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
             # transaction paths are cold): one uncounted run takes that hit for everyone.
             settle(broker_pid)
             log("warm-up run (not counted):")
-            _throughput(contenders[0], args, bootstrap, pipelines[0], -1, workdir, timeout, source)
+            _throughput(
+                contenders[0],
+                args,
+                bootstrap,
+                pipelines[0],
+                -1,
+                workdir,
+                timeout,
+                source,
+                _primary(args.intervals),
+            )
         for rep in range(args.reps):
-            for pipeline in pipelines:
-                for c in rotated(contenders, rep):
-                    settle(broker_pid)
-                    entry = _throughput(c, args, bootstrap, pipeline, rep, workdir, timeout, source)
-                    runs.append(entry)
-            if args.latency_rate and "p1" in pipelines:
-                for c in rotated(contenders, rep):
-                    settle(broker_pid)
-                    latency += _latency(c, args, bootstrap, rep, workdir, source)
+            maxima: dict[tuple[str, float], dict[str, float]] = {}
+            for interval in args.intervals:
+                for pipeline in pipelines:
+                    for c in rotated(contenders, rep):
+                        settle(broker_pid)
+                        entry = _throughput(
+                            c, args, bootstrap, pipeline, rep, workdir, timeout, source, interval
+                        )
+                        runs.append(entry)
+                        if "error" not in entry:
+                            maxima.setdefault((pipeline, interval), {})[c.key] = entry[
+                                "records_per_s"
+                            ]
+            if args.latency_rate != 0:
+                latency += _latency_rep(args, contenders, maxima, rep, broker_pid, bootstrap,
+                                        workdir, source)  # fmt: skip
         if not args.no_recovery:
             recovery = _recovery(bootstrap, args, source)
     finally:
@@ -164,55 +218,106 @@ def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
         "records": args.records,
         "partitions": args.partitions,
         "reps": args.reps,
-        "commit_interval": args.commit_interval,
+        "commit_interval": _primary(args.intervals),
+        "commit_intervals": args.intervals,
         "latency_rate": args.latency_rate,
+        "latency_fractions": args.fractions,
         "latency_seconds": args.latency_seconds,
         "date": time.strftime("%Y-%m-%d %H:%M %Z"),
         "machine": f"{platform.machine()}, {_cpus()} CPUs (shared), Linux {platform.release()}",
         "versions": code_versions,
     }
     result = {"meta": meta, "runs": runs, "latency": latency, "recovery": recovery}
-    result["summary"] = report.summarise(runs, latency)
+    report.add_summaries(result)
     return result
+
+
+def _primary(intervals: list[float]) -> float:
+    """The interval of the headline tables: 1 s when measured, else the longest."""
+    return 1.0 if 1.0 in intervals else max(intervals)
+
+
+KSTREAMS_EOS = ("kstreams-eos", "kstreams-eos-c0", "kstreams-eos-warm", "kstreams-eos-c0-warm")
+
+
+def _latency_rep(
+    args: argparse.Namespace, contenders: list[Contender],
+    maxima: dict[tuple[str, float], dict[str, float]], rep: int, broker_pid: int,
+    bootstrap: str, workdir: Path, source: Path,
+) -> list[dict[str, Any]]:  # fmt: skip
+    """One repetition of the latency runs: per interval, pipeline and contender, the offered
+    loads at ``--latency-fractions`` of the contender's max throughput measured in this
+    repetition at that interval, and the common rate (the CDF is kept for that one)."""
+    out: list[dict[str, Any]] = []
+    wanted = [p.strip() for p in args.latency_pipelines.split(",") if p.strip()]
+    chosen = {k.strip() for k in args.latency_contenders.split(",")}
+    contenders = [c for c in contenders if c.key in chosen]
+    for interval in args.intervals:
+        for pipeline in [p for p in wanted if p in ("p1", "p2")]:
+            mx = maxima.get((pipeline, interval), {})
+            common = (
+                common_rate(mx, KSTREAMS_EOS) if args.latency_rate == "auto" else args.latency_rate
+            )
+            for c in rotated(contenders, rep):
+                loads = [(f"{f:.0%}", r) for f, r in zip(args.fractions,
+                         offered_rates(mx.get(c.key, 0), args.fractions), strict=True)
+                         if c.key in mx]  # fmt: skip
+                if common is not None:
+                    loads.append(("common", common))
+                for load, rate in loads:
+                    settle(broker_pid)
+                    out += _latency(c, args, bootstrap, pipeline, interval, load, rate, rep,
+                                    workdir, source)  # fmt: skip
+    return out
 
 
 def _throughput(
     c: Contender, args: argparse.Namespace, bootstrap: str, pipeline: str, rep: int,
-    workdir: Path, timeout: float, source: Path,
+    workdir: Path, timeout: float, source: Path, interval: float,
 ) -> dict[str, Any]:  # fmt: skip
     try:
         result = throughput_run(
             c, bootstrap=bootstrap, pipeline=pipeline, input_topic=INPUTS[pipeline],
-            partitions=args.partitions, commit_interval=args.commit_interval, rep=rep,
+            partitions=args.partitions, commit_interval=interval, rep=rep,
             workdir=workdir, timeout=timeout, source=source,
         ).as_dict()  # fmt: skip
+        result["commit_interval"] = interval
         log(
-            f"rep {rep} {pipeline} {c.key:<10} {result['records_per_s']:>9,.0f} rec/s  "
+            f"rep {rep} {pipeline} @{interval:g}s {c.key:<10} "
+            f"{result['records_per_s']:>9,.0f} rec/s  "
             f"cpu {result['cpu_s_per_million']:5.1f} s/M  rss {result['peak_rss_mb']:4.0f} MB  "
             f"out {result['outputs']:,}"
         )
         return result
     except Exception as exc:
-        log(f"rep {rep} {pipeline} {c.key}: FAILED {exc}")
-        return {"pipeline": pipeline, "contender": c.key, "rep": rep, "error": str(exc)}
+        log(f"rep {rep} {pipeline} @{interval:g}s {c.key}: FAILED {exc}")
+        return {
+            "pipeline": pipeline, "contender": c.key, "rep": rep, "commit_interval": interval,
+            "error": str(exc),
+        }  # fmt: skip
 
 
 def _latency(
-    c: Contender, args: argparse.Namespace, bootstrap: str, rep: int, workdir: Path, source: Path
-) -> list[dict[str, Any]]:
+    c: Contender, args: argparse.Namespace, bootstrap: str, pipeline: str, interval: float,
+    load: str, rate: int, rep: int, workdir: Path, source: Path,
+) -> list[dict[str, Any]]:  # fmt: skip
     try:
         result = latency_run(
-            c, bootstrap=bootstrap, partitions=args.partitions,
-            commit_interval=args.commit_interval, rep=rep, workdir=workdir,
-            rate=args.latency_rate, duration=args.latency_seconds, source=source,
+            c, bootstrap=bootstrap, pipeline=pipeline, partitions=args.partitions,
+            commit_interval=interval, rep=rep, workdir=workdir, rate=rate,
+            duration=args.latency_seconds, source=source, curve=load == "common",
         )  # fmt: skip
+        result["load"] = load
         log(
-            f"rep {rep} latency {c.key:<10} visible p50 {result['visible_p50_ms']:.0f} ms "
-            f"p99 {result['visible_p99_ms']:.0f} ms ({result['samples']} samples)"
+            f"rep {rep} latency {pipeline} @{interval:g}s {c.key:<10} {load:>6} {rate:>7,}/s "
+            f"(achieved {result['achieved_rate']:,.0f}/s): p50 {result['p50_ms']:.0f} "
+            f"p99 {result['p99_ms']:.0f} p99.9 {result['p99_9_ms']:.0f} "
+            f"max {result['max_ms']:.0f} ms, {result['samples']:,} samples, "
+            f"{result['unseen']} unseen"
         )
         return [result]
     except Exception as exc:
-        log(f"rep {rep} latency {c.key}: FAILED {exc}")
+        log(f"rep {rep} latency {pipeline} @{interval:g}s {c.key} {load}: FAILED {exc}")
         return []
 
 

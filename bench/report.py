@@ -8,6 +8,13 @@ from pathlib import Path
 from typing import Any
 
 from bench.contenders import BY_KEY, CONTENDERS
+from bench.report_latency import (
+    interval_goals,
+    intervals_md,
+    latency_charts,
+    latency_md,
+    summarise_latency,
+)
 
 PIPELINE_TITLES = {
     "p1": "P1 filter + map (~200-byte JSON)",
@@ -100,13 +107,30 @@ def summarise(runs: list[dict[str, Any]], latency: list[dict[str, Any]]) -> dict
         }
         summary[pipeline] = {"contenders": rows, "goals": goals}
     for c in CONTENDERS:
-        mine = [x for x in latency if x["contender"] == c.key]
+        # latency entries of reports before the offered-load mode (P1, one rate, no pipeline)
+        mine = [x for x in latency if x["contender"] == c.key and "pipeline" not in x]
         if mine and "p1" in summary and c.key in summary["p1"]["contenders"]:
             summary["p1"]["contenders"][c.key]["latency"] = {
                 k: _median(mine, k)
                 for k in ("visible_p50_ms", "visible_p99_ms", "append_p50_ms", "append_p99_ms")
             }
     return summary
+
+
+def add_summaries(report: dict[str, Any]) -> None:
+    """``summary`` (the headline tables, at the primary commit interval), ``by_interval``
+    (the same per interval), ``latency_summary`` and ``interval_goals``, from the raw runs."""
+    meta, runs = report["meta"], report["runs"]
+    primary = meta["commit_interval"]
+    intervals = meta.get("commit_intervals", [primary])
+
+    def at(interval: float) -> list[dict[str, Any]]:
+        return [r for r in runs if r.get("commit_interval", primary) == interval]
+
+    report["summary"] = summarise(at(primary), report["latency"])
+    report["by_interval"] = {f"{i:g}": summarise(at(i), []) for i in intervals}
+    report["latency_summary"] = summarise_latency(report["latency"])
+    report["interval_goals"] = interval_goals(runs, report["latency"], intervals)
 
 
 def _ratios(
@@ -136,6 +160,13 @@ def _fmt(value: float | None, spec: str = ",.0f", suffix: str = "") -> str:
     return "-" if value is None else f"{value:{spec}}{suffix}"
 
 
+def _other_intervals(meta: dict[str, Any]) -> str:
+    others = [i for i in meta.get("commit_intervals", []) if i != meta["commit_interval"]]
+    if not others:
+        return ""
+    return f" (also {', '.join(f'{i:g}' for i in others)} s: see *Throughput by commit interval*)"
+
+
 def markdown(report: dict[str, Any]) -> str:
     meta, summary = report["meta"], report["summary"]
     lines = [
@@ -143,7 +174,8 @@ def markdown(report: dict[str, Any]) -> str:
         "",
         f"`{meta['command']}` — {meta['records']:,} input records x {meta['partitions']} "
         f"partitions per pipeline, commit interval {meta['commit_interval']} s for every "
-        f"contender, {meta['reps']} interleaved repetitions (medians), {meta['date']}, "
+        f"contender{_other_intervals(meta)}, {meta['reps']} interleaved repetitions (medians), "
+        f"{meta['date']}, "
         f"{meta['machine']}.",
         "",
         "records/s = input records / (time the last output record was appended - time the "
@@ -206,6 +238,7 @@ def markdown(report: dict[str, Any]) -> str:
                     f"| {lat['append_p99_ms']:.0f} |"
                 )
         lines.append("")
+    lines += intervals_md(report) + latency_md(report)
     recovery = report.get("recovery")
     if recovery:
         lines += ["## State recovery (bench/bench_recovery.py)", "", f"`{recovery['command']}`", ""]
@@ -273,7 +306,12 @@ def write(report: dict[str, Any], out: Path) -> None:
     out.mkdir(parents=True, exist_ok=True)
     (out / "latest.json").write_text(json.dumps(report, indent=2) + "\n")
     (out / "latest.md").write_text(markdown(report))
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        return  # the bench extra is not installed: tables only
     chart(report, out / "latest.png")
+    latency_charts(report, out)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -282,7 +320,7 @@ def main(argv: list[str] | None = None) -> int:
 
     out = Path((argv if argv is not None else sys.argv[1:] or ["bench/results"])[0])
     report = json.loads((out / "latest.json").read_text())
-    report["summary"] = summarise(report["runs"], report["latency"])
+    add_summaries(report)
     write(report, out)
     return 0
 

@@ -60,6 +60,9 @@ class Checkpoint:
         self._nonempty = 0
         self._disabled = False
         self._committed: dict[tuple[str, int], int] = {}  # the group's, as last known here
+        # The assignment as the rebalance callbacks reported it (None: not reported, ask the
+        # consumer): librdkafka's assignment() is a round trip to its main thread.
+        self._assigned: dict[tuple[str, int], TopicPartition] | None = None
         self._skipped = False  # positions moved with nothing consumed: commit offsets only
         self.consumed = 0
         self.started = time.monotonic()
@@ -111,8 +114,14 @@ class Checkpoint:
         self._state.verify_delivery()
         if self.consumed:
             self._inject_fault()
-        # 3 + 4. input offsets into the transaction, commit
-        self._txn.commit([TopicPartition(t, p, o) for (t, p), o in positions.items()])
+        # 3 + 4. input offsets into the transaction (those that moved since the last commit:
+        # the others are committed already), commit
+        moved = [
+            TopicPartition(t, p, o)
+            for (t, p), o in positions.items()
+            if self._committed.get((t, p)) != o
+        ]
+        self._txn.commit(moved)
         self._committed.update(positions)
         if self.consumed:
             self._output.checkpoint_committed(self.consumed)  # dead-letter summary + ratio
@@ -142,10 +151,19 @@ class Checkpoint:
                 f"fault injection: aborting checkpoint #{self._nonempty}", "fault_injection"
             )
 
+    def assigned(self, partitions: list[tuple[str, int]]) -> None:
+        """Partitions assigned (the rebalance callback): checkpoints read their positions."""
+        if self._assigned is None:
+            self._assigned = {}
+        for t, p in partitions:
+            self._assigned[(t, p)] = TopicPartition(t, p)
+
     def forget(self, partitions: list[tuple[str, int]]) -> None:
         """Partitions revoked or lost: their committed offsets are another owner's now."""
         for key in partitions:
             self._committed.pop(key, None)
+            if self._assigned is not None:
+                self._assigned.pop(key, None)
 
     def abandon(self) -> None:
         """After an abort: forget the count; the caller rewinds to committed offsets."""
@@ -182,7 +200,10 @@ class Checkpoint:
     def _positions(self) -> dict[tuple[str, int], int]:
         """Next offset to read per assigned partition: position(), never last offset + 1
         (positions step over transaction markers)."""
-        assignment = self._consumer.assignment()
+        if self._assigned is None:
+            assignment = self._consumer.assignment()
+        else:
+            assignment = list(self._assigned.values())
         if not assignment:
             return {}
         return {

@@ -106,6 +106,7 @@ class Rebalancer:
         if self._tasks is not None:  # fence the tasks' old owners, then start where they committed
             partitions = self._tasks.assign(partitions)
         consumer.assign(partitions)
+        self._checkpoint.assigned(keys)
         if pending:
             # Nothing of a partition is processed before its state is restored.
             consumer.pause([TopicPartition(t, p) for t, p in pending])

@@ -14,7 +14,9 @@ encodes, checks the size and produces each record. For ``filter: "amount >= 5"``
 
 and a Python ``.filter(keep).map(enrich)`` becomes ``if not S_0(v): continue`` and
 ``v = S_1(v)``: each function is called from a call site of its own, with no loop over the
-stages. No Row objects, no name dicts, no per-expression calls, no list of outputs: each record
+stages; a function that is one ``return <expression>`` is inlined instead
+(:mod:`app.pipeline.inline`): ``if not (v['amount'] >= 5.0): continue``.
+No Row objects, no name dicts, no per-expression calls, no list of outputs: each record
 is produced as soon as it is encoded.
 
 Values are decoded and encoded through the codecs of :class:`app.serde.Formats` (for JSON, its
@@ -40,6 +42,7 @@ from typing import Any
 
 from app.kafka.ports import Produce, Room
 from app.pipeline.expressions import MESSAGE_META, Translated, build, fields_code, translate
+from app.pipeline.inline import finite_by_construction, inline
 from app.pipeline.record import header_bytes
 from app.serde import Formats
 from app.serde import formats as default_formats
@@ -204,18 +207,39 @@ def compile_parts(
         body.append(f"k = _key(k, {topic})")
     return fused_loop(
         body, where="steps (fused)", names=names, max_bytes=max_bytes, formats=formats,
-        topic=topic, check_nan=any(p.kind == "call_map" for p in parts),
+        topic=topic, check_nan=_may_make_non_finite(parts, formats),
     )  # fmt: skip
 
 
+def _may_make_non_finite(parts: list[SpecPart], formats: Formats) -> bool:
+    """Whether a Python map may put NaN/inf in the value (the encoder would write null): any
+    called map; an inlined one only if it computes floats or its input is not orjson's (which
+    never decodes NaN/inf)."""
+    inline_in = formats.value_in.inline
+    json_in = inline_in is not None and inline_in.json
+    for p in parts:
+        if p.kind == "call_map":
+            done = inline(p.arg)
+            if done is None or not json_in or not finite_by_construction(done.tree):
+                return True
+    return False
+
+
 def _lines(i: int, part: SpecPart, names: dict[str, Any]) -> tuple[list[str], Translated | None]:
-    """The loop-body lines of one step (and its translation, for the comprehension budget)."""
-    if part.kind == "call_filter":
-        names[f"S_{i}"] = part.arg
-        return [f"if not S_{i}(v):", "    continue"], None
-    if part.kind == "call_map":  # None drops the record; a non-dict result: the general path
-        names[f"S_{i}"] = part.arg
-        return [f"v = S_{i}(v)", "if v is None:", "    continue", "if type(v) is not dict:",
+    """The loop-body lines of one step (and its translation, for the comprehension budget).
+    A Python step whose function is one expression is inlined (:mod:`app.pipeline.inline`)."""
+    if part.kind in ("call_filter", "call_map"):
+        inlined = inline(part.arg)
+        if inlined is None:
+            names[f"S_{i}"] = part.arg
+            call = f"S_{i}(v)"
+        else:
+            names.update(inlined.names)
+            call = inlined.code
+        if part.kind == "call_filter":
+            return [f"if not {call}:", "    continue"], None
+        # None drops the record; a non-dict result: the general path
+        return [f"v = {call}", "if v is None:", "    continue", "if type(v) is not dict:",
                 f"    {_BAIL}"], None  # fmt: skip
     if part.kind == "drop":
         names[f"D_{i}"] = part.arg

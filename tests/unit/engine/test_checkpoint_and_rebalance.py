@@ -216,6 +216,51 @@ def test_revoked_partitions_committed_offsets_are_asked_again() -> None:
     assert rig.consumer.calls.count("committed") == 2
 
 
+class CountingConsumer(FakeConsumer):
+    """Counts assignment() calls: librdkafka serves them on its main thread, a round trip."""
+
+    def __init__(self, assignment: list[tuple[str, int]]) -> None:
+        super().__init__(assignment)
+        self.assignment_calls = 0
+
+    def assignment(self) -> list[TopicPartition]:
+        self.assignment_calls += 1
+        return super().assignment()
+
+
+def test_checkpoints_read_the_assignment_from_the_callbacks_not_the_consumer() -> None:
+    rig = Rig()
+    rig.consumer = consumer = CountingConsumer([("in", 0), ("in", 1)])
+    rig.checkpoint._consumer = consumer
+    consumer.positions = {("in", 0): 10, ("in", 1): 4}
+    rig.rebalancer.callbacks()["on_assign"](
+        consumer, [TopicPartition("in", 0), TopicPartition("in", 1)]
+    )
+    for offset in (11, 12):
+        consumer.positions[("in", 0)] = offset
+        rig.checkpoint.record(1, started=0.0)
+        rig.checkpoint.commit()
+    assert consumer.assignment_calls == 0
+    rig.callback("on_revoke")  # ("in", 0) goes: its position is read no more
+    consumer.positions[("in", 1)] = 5
+    rig.checkpoint.record(1, started=0.0)
+    rig.checkpoint.commit()
+    assert rig.producer.sent_offsets[-1] == [("in", 1, 5)]
+
+
+def test_only_partitions_that_moved_since_the_last_commit_send_offsets() -> None:
+    rig = Rig()
+    rig.consumer = consumer = FakeConsumer([("in", 0), ("in", 1)])
+    rig.checkpoint._consumer = consumer
+    consumer.positions = {("in", 0): 10, ("in", 1): 4}
+    rig.checkpoint.record(2, started=0.0)
+    rig.checkpoint.commit()
+    consumer.positions[("in", 1)] = 7  # only partition 1 had records since
+    rig.checkpoint.record(3, started=0.0)
+    rig.checkpoint.commit()
+    assert rig.producer.sent_offsets == [[("in", 0, 10), ("in", 1, 4)], [("in", 1, 7)]]
+
+
 def test_time_left_is_the_whole_budget_before_the_first_record() -> None:
     rig = Rig(max_age=10.0)
     assert rig.checkpoint.time_left() == 10.0
