@@ -25,6 +25,7 @@ from confluent_kafka.schema_registry.protobuf import ProtobufSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 
 from app.serde.protobuf import compile_proto
+from app.serde.registry import parse_header
 from app.sink.output import H_CLASS, H_OFFSET, H_PARTITION
 from devkit.kafka.cluster import free_port
 from tests.integration.conftest import MakeBridge
@@ -359,3 +360,34 @@ def test_json_schema_in_avro_out_counts_exactly_once_with_two_sigkills(
 
 def _order_dicts(n: int) -> list[dict[str, Any]]:
     return [{"id": f"o{i}", "user": f"user-{i % 50}", "amount": i % 97} for i in range(n)]
+
+
+def test_v1_and_v2_records_mixed_are_read_with_v2_defaults_filled(
+    kafka: KafkaFixture, registry: RegistryFixture, bridges: MakeBridge, tmp_path: Path
+) -> None:
+    v2 = {**ORDER, "fields": [*ORDER["fields"], {"name": "note", "type": "string", "default": "-"}]}
+    s = _settings(
+        kafka, registry, tmp_path, v2, output_format="json",  # JSON: nothing fills defaults
+        input_schema={"schema_file": _schema_file(tmp_path, v2)},  # the reader schema
+    )  # fmt: skip
+    src, out = s["input_topics"][0], s["output_topic"]
+    ctx = SerializationContext(src, MessageField.VALUE)
+    write_v1 = AvroSerializer(registry.client(), json.dumps(ORDER))
+    write_v2 = AvroSerializer(registry.client(), json.dumps(v2))  # a new version of <src>-value
+    values = [
+        write_v2({"id": f"o{i}", "user": "u", "amount": i, "note": f"n{i}"}, ctx)
+        if i % 3 == 0
+        else write_v1({"id": f"o{i}", "user": "u", "amount": i}, ctx)
+        for i in range(600)
+    ]
+    assert len({parse_header(v) for v in values}) == 2  # two writer schemas, mixed
+    kafka.seed(src, values, [b"u"] * len(values))
+    bridge = bridges(**s).start()
+    wait_caught_up(kafka, s["group_id"], src, 120, [bridge])
+    assert bridge.terminate() == 0, bridge.logs()[-3000:]
+
+    by_id = {o["id"]: o for o in (json.loads(r.value or b"") for r in kafka.read_all(out))}
+    assert len(by_id) == 600
+    expected = {f"o{i}": f"n{i}" if i % 3 == 0 else "-" for i in range(600)}
+    assert {k: o["note"] for k, o in by_id.items()} == expected
+    assert kafka.read_all(s["dlq_topic"]) == []
