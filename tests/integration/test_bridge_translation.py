@@ -146,3 +146,33 @@ def test_decoded_records_are_encoded_with_the_target_registry(
     assert sorted(got, key=lambda o: o["amount"]) == orders
     assert {_same_schema(registry, target, values[0], r.value or b"") for r in records} == {True}
     assert kafka.read_all(dlq) == []
+
+
+def test_between_two_clusters_and_two_registries_at_least_once(
+    kafka: KafkaFixture,
+    target_kafka: KafkaFixture,
+    registry: RegistryFixture,
+    target: RegistryFixture,
+    bridges: MakeBridge,
+) -> None:
+    src = kafka.create_topic(kafka.unique("in"), 2)
+    out = target_kafka.create_topic(target_kafka.unique("out"), 2)
+    dlq = target_kafka.create_topic(target_kafka.unique("dlq"), 1)
+    write = AvroSerializer(registry.client(), json.dumps(ORDER))
+    values = [
+        write({"id": f"x{i}", "amount": i}, SerializationContext(src, MessageField.VALUE))
+        for i in range(500)
+    ]
+    kafka.seed(src, values, [b"x%d" % i for i in range(500)])
+    s = base_settings(
+        kafka, src, out, dlq, input_format="bytes", output_format="bytes",
+        processing_guarantee="at-least-once", target={"bootstrap_servers": target_kafka.bootstrap},
+        schema_registry={"url": registry.url}, target_registry={"url": target.url},
+    )  # fmt: skip
+    _run(bridges, kafka, s)
+
+    read = AvroDeserializer(target.client())
+    records = target_kafka.read_all(out)
+    got = {read(r.value, SerializationContext(out, MessageField.VALUE))["id"] for r in records}
+    assert got == {f"x{i}" for i in range(500)}  # at least once: every one, by id
+    assert {_same_schema(registry, target, values[0], r.value or b"") for r in records} == {True}
