@@ -72,7 +72,8 @@ class AvroCodec(RegistryCodec):
             isinstance(parsed_writer, dict) and parsed_writer.get("type") == "bytes"
         ):
             raise ValueError("a bytes schema: the library's path reads it")
-        reader = parsed_writer if self._parsed_reader is None else self._parsed_reader
+        # The library passes the writer schema as the reader too; None reads the same, faster.
+        reader = self._parsed_reader
         self._parsed[schema_id] = (parsed_writer, reader)
         return parsed_writer, reader
 
