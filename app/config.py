@@ -35,7 +35,7 @@ from pydantic_settings import (
 
 from app.errors import ConfigError
 from app.kafka.defaults import FORCED_CONSUMER_KEYS, FORCED_PRODUCER_KEYS
-from app.serde import REGISTRY_FORMATS
+from app.serde import FORMAT_SETTINGS, check_formats
 from app.serde.registry import RegistrySettings, SchemaSettings
 
 ENV_PREFIX = "BRIDGE_"
@@ -194,6 +194,12 @@ class BridgeSettings(ConnectionSettings):
     input_key_schema: SchemaSettings = Field(_NO_SCHEMA, description="input key: reader schema")
     output_schema: SchemaSettings = Field(_NO_SCHEMA, description="output value: schema, subject")
     output_key_schema: SchemaSettings = Field(_NO_SCHEMA, description="output key: the same")
+    target_registry: RegistrySettings | None = Field(
+        None, description="the registry of the output's schema IDs; default: schema_registry"
+    )
+    schema_ids: Literal["translate", "passthrough"] = Field(
+        "translate", description="output_format=bytes with target_registry: rewrite the IDs?"
+    )
 
     http_port: int = Field(9000, ge=0, le=65535, description="/metrics /livez /readyz; 0 = off")
     http_host: str = "0.0.0.0"
@@ -256,7 +262,12 @@ class BridgeSettings(ConnectionSettings):
             raise ValueError("set either pipeline (module:attr) or pipeline_spec, not both")
         if self.pipeline and ":" not in self.pipeline:
             raise ValueError(f"pipeline must look like module:attr, got {self.pipeline!r}")
-        _check_formats(self)
+        check_formats(
+            {name: getattr(self, name) for name in FORMAT_SETTINGS},
+            {name: getattr(self, name.replace("_format", "_schema")) for name in FORMAT_SETTINGS},
+            registry=self.schema_registry is not None,
+            target=self.target_registry is not None,
+        )
         if self.output_topic in self.input_topics and not self.cross_cluster:
             raise ValueError(f"output_topic {self.output_topic!r} is also an input topic")
         return self
@@ -296,30 +307,12 @@ class BridgeSettings(ConnectionSettings):
                 k: ("**********" if _secret_key(k) else v)
                 for k, v in data["target"]["kafka"].items()
             }
-        if self.schema_registry is not None:  # basic_auth/key_password: already masked
-            data["schema_registry"]["url"] = self.schema_registry.safe_url
+        for name in ("schema_registry", "target_registry"):  # basic_auth etc.: masked
+            if (registry := getattr(self, name)) is not None:
+                data[name]["url"] = registry.safe_url
         data["dlq_topic"] = self.dead_letter_topic
         data["transactional_id"] = self.transactional_id if self.exactly_once else None
         return data
-
-
-def _check_formats(settings: BridgeSettings) -> None:
-    """A registry format needs a registry; an output one needs a schema to write."""
-    for name in ("input_format", "input_key_format", "output_format", "output_key_format"):
-        fmt, where = getattr(settings, name), name.replace("_format", "_schema")
-        if fmt not in REGISTRY_FORMATS:
-            continue
-        if settings.schema_registry is None:
-            raise ValueError(
-                f"{name}={fmt} needs a Schema Registry: set schema_registry.url "
-                f"(BRIDGE_SCHEMA_REGISTRY__URL)"
-            )
-        schema: SchemaSettings = getattr(settings, where)
-        if name.startswith("output") and not (schema.schema_file or schema.use_latest_version):
-            raise ValueError(
-                f"{name}={fmt} needs the schema it writes: set {where}.schema_file "
-                f"(BRIDGE_{where.upper()}__SCHEMA_FILE) or {where}.use_latest_version"
-            )
 
 
 # librdkafka keys whose values can carry a secret: passwords, PEM private keys, JAAS configs

@@ -1,4 +1,5 @@
-"""``eos-bridge produce TOPIC [--file FILE]``: JSON lines from a file or stdin, optionally keyed.
+"""``eos-bridge produce TOPIC [--file FILE]``: JSON lines from a file or stdin, optionally keyed;
+with ``--value-format avro|protobuf|json_schema --schema FILE`` written in that format.
 
 Every line is checked before the first record is sent, so a bad line leaves the topic
 untouched: a mistake costs a re-run, not a half-fed topic.
@@ -12,10 +13,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from app.commands.connect import EXIT_OK, Subparsers, connection, tool_parser
-from app.errors import ConfigError
+from app.commands.formats import add_registry_args, codec
+from app.errors import BridgeError, ConfigError, OutputNotEncodable
 from app.kafka.admin import require_topics
 from app.kafka.topics import seed
-from app.serde import json
+from app.serde import Codec, Role, json
 
 
 @dataclass(slots=True, frozen=True)
@@ -39,6 +41,7 @@ def add_parser(sub: Subparsers) -> None:
         "--header", action="append", default=[], metavar="NAME=VALUE", help="repeat"
     )
     parser.add_argument("--partition", type=int, help="default: by key (or sticky)")
+    add_registry_args(parser, "--value-format", schema=True)
     parser.set_defaults(func=run)
 
 
@@ -76,6 +79,25 @@ def parse_lines(
     return records
 
 
+def encode_lines(records: list[Line], writer: Codec, topic: str, source: str) -> list[Line]:
+    """Each line's JSON value encoded by ``writer`` (a registry format), all before any is sent.
+
+    Raises:
+        ConfigError: a value the schema refuses (naming the line) or a registry that cannot be
+            reached or refuses the schema.
+    """
+    encoded = []
+    for number, line in enumerate(records, start=1):
+        try:
+            value = writer.encode(json.loads(line.value), topic)
+        except OutputNotEncodable as exc:
+            raise ConfigError(f"{source}: record {number}: {exc}") from None
+        except BridgeError as exc:  # RegistryUnavailable; refusals are ConfigErrors already
+            raise ConfigError(str(exc)) from None
+        encoded.append(Line(line.key, value or b""))
+    return encoded
+
+
 def _field_key(value: object, field: str, where: str) -> bytes:
     if not isinstance(value, dict) or value.get(field) is None:
         raise ConfigError(f"{where}: no field {field!r} for the key (--key-field)")
@@ -106,6 +128,11 @@ def run(args: argparse.Namespace) -> int:
         except OSError as exc:
             raise ConfigError(f"cannot read {args.file}: {exc.strerror}") from None
     require_topics(conn, [("", args.topic)], args.timeout)
+    writer = codec(args, "--value-format", Role.OUTPUT_VALUE)
+    if writer.structured and writer.name != "json":
+        if args.raw:
+            raise ConfigError(f"--raw sends text as is: not with --value-format {writer.name}")
+        records = encode_lines(records, writer, args.topic, args.file)
     try:
         seed(
             conn.client_config(), args.topic, [r.value for r in records],

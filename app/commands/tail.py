@@ -12,10 +12,11 @@ from typing import Any
 from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, TopicPartition
 
 from app.commands.connect import EXIT_OK, Subparsers, connection, tool_parser
-from app.errors import ConfigError
+from app.commands.formats import add_registry_args, codec, decode
+from app.errors import ConfigError, DeserializationError
 from app.kafka.admin import require_topics
 from app.kafka.topics import end_offsets, partitions_of
-from app.serde import json
+from app.serde import REGISTRY_FORMATS, Codec, Role, json
 
 
 def add_parser(sub: Subparsers) -> None:
@@ -32,12 +33,19 @@ def add_parser(sub: Subparsers) -> None:
         "--format", choices=["value", "kv", "json"], default="value",
         help="value (default), KEY<TAB>VALUE, or a JSON object with the record's metadata",
     )  # fmt: skip
+    add_registry_args(parser, "--value-format")
     parser.set_defaults(func=run)
 
 
-def render(msg: Any, fmt: str) -> str:
-    """One output line for a consumed message."""
+def render(msg: Any, fmt: str, reader: Codec | None = None) -> str:
+    """One output line for a consumed message; ``reader`` decodes a registry format (a record
+    it cannot read is shown as ``<ErrorClass: why>``)."""
     value = (msg.value() or b"").decode("utf-8", "replace")
+    if reader is not None and msg.value() is not None:
+        try:
+            value = json.dumps(decode(reader, msg.value(), msg.topic()), default=str).decode()
+        except DeserializationError as exc:
+            value = f"<{type(exc).__name__}: {exc}>"
     key = msg.key().decode("utf-8", "replace") if msg.key() is not None else None
     if fmt == "value":
         return value
@@ -65,6 +73,8 @@ def run(args: argparse.Namespace) -> int:
     """Print records until ``--max``, the end (``--exit-at-end``) or Ctrl-C."""
     conn = connection(args)
     require_topics(conn, [("", args.topic)], args.timeout)
+    reader = codec(args, "--value-format", Role.INPUT_VALUE)
+    args.reader = reader if reader.name in REGISTRY_FORMATS else None
     committed = not args.uncommitted
     config = conn.client_config()
     consumer = Consumer(
@@ -106,7 +116,7 @@ def _print_until_done(consumer: Consumer, args: argparse.Namespace, ends: dict[i
             offset, partition = msg.offset() or 0, msg.partition() or 0
             if args.exit_at_end and offset >= ends.get(partition, 0):
                 continue  # past the end seen at start (another partition is still behind)
-            print(render(msg, args.format), flush=True)
+            print(render(msg, args.format, args.reader), flush=True)
             printed += 1
             if args.max is not None and printed >= args.max:
                 return

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from app.commands.connect import DEFAULT_TIMEOUT, add_connection_args, connection
+from app.commands.formats import add_registry_args, as_json, codec
 from app.commands.rerun import comparable, rerun
 from app.commands.settings import settings_epilog
 from app.config import ConnectionSettings
@@ -33,6 +34,7 @@ from app.kafka.topics import KafkaRecord, read_all
 from app.offsets.group import committed_offsets
 from app.pipeline.builder import Pipeline, load_pipeline
 from app.pipeline.spec import load_spec
+from app.serde import Role
 from app.serde.json import JSONDecodeError, loads
 from app.sink.output import H_OFFSET, H_PARTITION, H_TOPIC
 
@@ -231,6 +233,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     parser.add_argument("--group", help="only the input this consumer group has committed")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
     parser.add_argument("--timeout", type=float, default=300.0, help="seconds to read the topics")
+    add_registry_args(parser, "--input-format", "--output-format")
     parser.set_defaults(func=run)
 
 
@@ -242,14 +245,15 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         raise ConfigError(f"{exc}, or --pipeline/--pipeline-spec") from None
     conn = connection(args)
+    readers = [codec(args, f"--{side}-format", Role.INPUT_VALUE) for side in ("input", "output")]
     wanted = [(f"--{opt}", t) for opt in ("input", "output", "dlq") for t in getattr(args, opt)]
     existing = require_topics(conn, wanted, DEFAULT_TIMEOUT)
     config = conn.client_config()
-    inputs = _read(config, args.input, "input", args.timeout)
+    inputs = as_json(_read(config, args.input, "input", args.timeout), readers[0])
     if args.group:
         inputs = _committed_only(config, args.group, args.input, inputs)
         _progress(f"{len(inputs)} of them committed by group {args.group!r}")
-    outputs = _read(config, args.output, "output", args.timeout)
+    outputs = as_json(_read(config, args.output, "output", args.timeout), readers[1])
     dead = _read(config, args.dlq, "dead-letter", args.timeout) if args.dlq else []
     if pipeline is not None:
         report = audit_pipeline(pipeline, inputs, outputs, dead, args.output[0], existing)

@@ -45,7 +45,7 @@ from app.pipeline.builder import Pipeline, load_pipeline
 from app.pipeline.spec import load_spec
 from app.serde import Role
 from app.serde.registry import RegistryConfigError, RegistryUnavailable
-from app.serde.registry_probe import RegistryProbe
+from app.serde.registry_probe import RegistryProbe, RegistryProbes
 from app.sink.collector import RecordCollector
 from app.sink.deadletters import DeadLetters
 from app.sink.output import Output
@@ -301,39 +301,54 @@ def assemble(
 def build_formats(
     settings: BridgeSettings, health: Health
 ) -> tuple[serde.Formats, RegistryOutage | None]:
-    """The codec of each topic role; with a registry format, the registry is asked now and
-    the output schemas are registered or looked up, so that a wrong URL, refused credentials
-    or an incompatible schema (409) stop the bridge before any record (exit 2, one line).
+    """The codec of each topic role; with a registry format (or schema-ID translation), the
+    registries are asked now and the output schemas are registered or looked up, so that a
+    wrong URL, refused credentials or an incompatible schema (409) stop the bridge before any
+    record (exit 2, one line).
 
     Returns:
         the codecs, and what waits out a registry outage during the run (None: no registry).
     """
-    names = (
-        settings.input_format, settings.output_format,
-        settings.input_key_format, settings.output_key_format,
+    names = [getattr(settings, name) for name in serde.FORMAT_SETTINGS]
+    registry, target = settings.schema_registry, settings.target_registry
+    translate = (
+        target is not None and settings.schema_ids == "translate"
+        and settings.output_format == "bytes"
     )  # fmt: skip
-    registry = settings.schema_registry
-    if registry is None or not set(names) & set(serde.REGISTRY_FORMATS):
+    if registry is None or not (set(names) & set(serde.REGISTRY_FORMATS) or translate):
         return serde.formats(*names), None
     client = registry.client()
-    probe = RegistryProbe(registry, client)
+    probes = [RegistryProbe(registry, client)]
+    target_client = None
+    if target is not None:
+        target_client = target.client()
+        probes.append(RegistryProbe(target, target_client, "target_registry"))
+    probe = RegistryProbes(*probes)
     probe.check_at_start()
     schemas = {
         Role.INPUT_VALUE: settings.input_schema, Role.INPUT_KEY: settings.input_key_schema,
         Role.OUTPUT_VALUE: settings.output_schema, Role.OUTPUT_KEY: settings.output_key_schema,
     }  # fmt: skip
-    formats = serde.formats(*names, registry=registry, schemas=schemas, client=client)
+    formats = serde.formats(
+        *names, registry=registry, schemas=schemas, client=client,
+        target=target, target_client=target_client, translate=translate,
+    )  # fmt: skip
     for codec in (formats.value_out, formats.key_out):
         if isinstance(codec, serde.RegistryCodec):
-            try:
-                schema_id = codec.prepare(settings.output_topic)
-            except RegistryUnavailable as exc:
-                raise RegistryConfigError(f"cannot start: {exc}") from exc
-            log.info(
-                "%s %s: schema ID %d under subject %r", codec.role.value, codec.name,
-                schema_id, codec.subject(settings.output_topic),
-            )  # fmt: skip
+            _prepare(codec, settings.output_topic)
     return formats, RegistryOutage(probe, health, settings.call_timeout)
+
+
+def _prepare(codec: serde.RegistryCodec, topic: str) -> None:
+    """Register or look up an output schema at start (a registry down now: exit 2)."""
+    try:
+        schema_id = codec.prepare(topic)
+    except RegistryUnavailable as exc:
+        raise RegistryConfigError(f"cannot start: {exc}") from exc
+    log.info(
+        "%s %s: schema ID %d under subject %r in %s", codec.role.value, codec.name,
+        schema_id, codec.subject(topic), codec.registry.safe_url,
+    )  # fmt: skip
 
 
 def _producer_config(

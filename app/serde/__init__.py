@@ -15,9 +15,11 @@ from app.serde.protobuf import ProtobufCodec
 from app.serde.raw import BytesCodec
 from app.serde.registry import RegistrySettings, SchemaSettings
 from app.serde.registry_codec import RegistryCodec
+from app.serde.translate import SchemaTranslator, TranslatingCodec
 
 __all__ = [
     "FORMATS",
+    "FORMAT_SETTINGS",
     "REGISTRY_FORMATS",
     "BytesCodec",
     "Codec",
@@ -26,6 +28,8 @@ __all__ = [
     "JsonCodec",
     "RegistryCodec",
     "Role",
+    "TranslatingCodec",
+    "check_formats",
     "codec_for",
     "formats",
 ]
@@ -37,6 +41,52 @@ _REGISTRY_CODECS: dict[str, type[RegistryCodec]] = {
     "json_schema": JsonSchemaCodec,
 }
 REGISTRY_FORMATS = tuple(_REGISTRY_CODECS)
+FORMAT_SETTINGS = (
+    "input_format",
+    "output_format",
+    "input_key_format",
+    "output_key_format",
+)  # formats()
+
+
+def check_formats(
+    names: Mapping[str, str],
+    schemas: Mapping[str, SchemaSettings],
+    *,
+    registry: bool,
+    target: bool = False,
+) -> None:
+    """A registry format needs a registry; an output one needs a schema to write; a target
+    registry needs the source one (``schema_registry``) its IDs are translated from.
+
+    Args:
+        names: format setting (``input_format``, ...) → its value.
+        schemas: format setting → the value of its role's schema setting (``input_schema``...).
+        registry, target: ``schema_registry`` / ``target_registry`` are set.
+
+    Raises:
+        ValueError: one line naming the setting and its env var (a settings validator's).
+    """
+    if target and not registry:
+        raise ValueError(
+            "target_registry needs schema_registry, the registry the input's schema IDs "
+            "belong to (BRIDGE_SCHEMA_REGISTRY__URL)"
+        )
+    for name, fmt in names.items():
+        where = name.replace("_format", "_schema")
+        if fmt not in REGISTRY_FORMATS:
+            continue
+        if not registry:
+            raise ValueError(
+                f"{name}={fmt} needs a Schema Registry: set schema_registry.url "
+                f"(BRIDGE_SCHEMA_REGISTRY__URL)"
+            )
+        schema = schemas[name]
+        if name.startswith("output") and not (schema.schema_file or schema.use_latest_version):
+            raise ValueError(
+                f"{name}={fmt} needs the schema it writes: set {where}.schema_file "
+                f"(BRIDGE_{where.upper()}__SCHEMA_FILE) or {where}.use_latest_version"
+            )
 
 
 def codec_for(
@@ -88,20 +138,37 @@ def formats(
     registry: RegistrySettings | None = None,
     schemas: Mapping[Role, SchemaSettings] | None = None,
     client: SchemaRegistryClient | None = None,
+    target: RegistrySettings | None = None,
+    target_client: SchemaRegistryClient | None = None,
+    translate: bool = False,
 ) -> Formats:
-    """The codecs of the four roles by format name (today's defaults when none is given);
-    the registry formats share ``client`` (one is made when none is given)."""
+    """The codecs of the four roles by format name (today's defaults when none is given).
+
+    The input roles use ``registry``; the output roles use ``target`` when given (a bridge
+    between two registries), else ``registry``; each registry's formats share one client
+    (made when none is given). ``translate``: a ``bytes`` output value gets the target's
+    schema ID for the input's (:class:`TranslatingCodec`); otherwise bytes pass untouched.
+    """
     names = {
         Role.INPUT_VALUE: value_in, Role.OUTPUT_VALUE: value_out,
         Role.INPUT_KEY: key_in, Role.OUTPUT_KEY: key_out,
     }  # fmt: skip
-    if registry is not None and client is None and set(names.values()) & set(REGISTRY_FORMATS):
+    wanted = {fmt for fmt in names.values() if fmt in REGISTRY_FORMATS}
+    if registry is not None and client is None and wanted:
         client = registry.client()
+    if target is not None and target_client is None and {value_out, key_out} & wanted:
+        target_client = target.client()
     schemas = schemas or {}
-    built = {
-        role: codec_for(fmt, role, registry, schemas.get(role), client)
-        for role, fmt in names.items()
-    }
+    built: dict[Role, Codec] = {}
+    for role, fmt in names.items():
+        out = target is not None and role in (Role.OUTPUT_VALUE, Role.OUTPUT_KEY)
+        reg, cli = (target, target_client) if out else (registry, client)
+        built[role] = codec_for(fmt, role, reg, schemas.get(role), cli)
+    if translate and value_out == "bytes" and registry is not None and target is not None:
+        translator = SchemaTranslator(
+            registry, target, schemas.get(Role.OUTPUT_VALUE) or SchemaSettings.model_validate({})
+        )
+        built[Role.OUTPUT_VALUE] = TranslatingCodec(built[Role.OUTPUT_VALUE], translator)
     return Formats(
         built[Role.INPUT_VALUE],
         built[Role.OUTPUT_VALUE],

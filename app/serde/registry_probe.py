@@ -23,13 +23,22 @@ class RegistryProbe:
         client: the client the codecs share.
     """
 
-    def __init__(self, registry: RegistrySettings, client: SchemaRegistryClient) -> None:
-        self.registry = registry
+    def __init__(
+        self,
+        registry: RegistrySettings,
+        client: SchemaRegistryClient,
+        setting: str = "schema_registry",
+    ) -> None:
+        self.registry, self.setting = registry, setting
         self._client = client
 
     @property
     def url(self) -> str:
         return self.registry.safe_url
+
+    @property
+    def _where(self) -> str:
+        return f"{self.setting}.url (BRIDGE_{self.setting.upper()}__URL"
 
     def check(self) -> None:
         """Return when the registry answers.
@@ -44,7 +53,7 @@ class RegistryProbe:
             if isinstance(exc, SchemaRegistryError) and exc.http_status_code == 404:
                 raise RegistryConfigError(
                     f"schema registry {self.url} answers 404 to GET /subjects: not a Schema "
-                    f"Registry API; check schema_registry.url (BRIDGE_SCHEMA_REGISTRY__URL; "
+                    f"Registry API; check {self._where}; "
                     f"Apicurio's ends in /apis/ccompat/v7)"
                 ) from exc
             if is_registry_error(exc):
@@ -60,6 +69,19 @@ class RegistryProbe:
         try:
             self.check()
         except RegistryUnavailable as exc:
-            raise RegistryConfigError(
-                f"{exc}; check schema_registry.url (BRIDGE_SCHEMA_REGISTRY__URL)"
-            ) from exc
+            raise RegistryConfigError(f"{exc}; check {self._where})") from exc
+
+
+class RegistryProbes:
+    """Several registries (source and target) asked in turn: answers only if all answer."""
+
+    def __init__(self, *probes: RegistryProbe) -> None:
+        self.probes = probes
+
+    def check(self) -> None:
+        for probe in self.probes:
+            probe.check()
+
+    def check_at_start(self) -> None:
+        for probe in self.probes:
+            probe.check_at_start()

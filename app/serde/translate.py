@@ -10,12 +10,14 @@ and leaves the payload untouched; mappings are cached, so the registries are ask
 from __future__ import annotations
 
 import io
+from typing import Any
 
 from confluent_kafka.schema_registry import Schema
 from confluent_kafka.schema_registry.common.serde import SchemaId
 from confluent_kafka.serialization import MessageField
 
-from app.serde.base import Role
+from app.errors import DeserializationError, OutputNotEncodable
+from app.serde.base import Codec, Role
 from app.serde.registry import (
     RecordUndecodable,
     RegistryConfigError,
@@ -110,3 +112,37 @@ class SchemaTranslator:
 def passthrough(data: bytes | None, topic: str) -> bytes | None:
     """The ``passthrough`` mode: the bytes untouched, schema ID and all."""
     return data
+
+
+class TranslatingCodec:
+    """An output ``bytes`` codec whose values are wire-format records of the source registry:
+    written with the target registry's schema ID for the same schema, payload untouched (an
+    :class:`app.serde.base.Codec`; ``schema_ids=translate``).
+
+    A value that is not in the wire format, or whose schema ID the source registry does not
+    know, cannot be written faithfully: :class:`OutputNotEncodable` (a dead letter) naming
+    the class of the fault. A registry that cannot be reached is not the record's fault.
+
+    Args:
+        inner: the ``bytes`` codec (text and None as it writes them).
+        translator: rewrites the IDs.
+    """
+
+    name = "bytes"
+    structured = False
+    inline = None
+
+    def __init__(self, inner: Codec, translator: SchemaTranslator) -> None:
+        self._inner, self.translator = inner, translator
+
+    def decode(self, data: bytes | None, topic: str) -> Any:
+        return self._inner.decode(data, topic)
+
+    def encode(self, value: Any, topic: str) -> bytes | None:
+        data = self._inner.encode(value, topic)
+        try:
+            return self.translator.translate(data, topic)
+        except DeserializationError as exc:
+            raise OutputNotEncodable(
+                f"schema ID not translated ({type(exc).__name__}): {exc}"
+            ) from exc

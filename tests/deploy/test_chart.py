@@ -29,6 +29,7 @@ NO_PERSISTENCE = CHART / "ci" / "persistence-off-values.yaml"
 SPARK = CHART / "ci" / "spark-values.yaml"
 SASL = CHART / "ci" / "sasl-values.yaml"
 SERVICEMONITOR = CHART / "ci" / "servicemonitor-values.yaml"
+REGISTRY = CHART / "ci" / "registry-values.yaml"
 
 # kubernetes-validate 1.37.0 bundles schemas for 1.25 to 1.37: the target 1.36, the newest
 # bundled 1.37, and 1.34, the oldest minor release still in upstream support.
@@ -49,6 +50,7 @@ def test_every_ci_values_set_is_covered() -> None:
         "mtls",
         "observability",
         "persistence-off",
+        "registry",
         "spark",
         "sasl",
         "servicemonitor",
@@ -383,6 +385,35 @@ def test_sasl_credentials_come_from_the_secret(manifests: Callable[..., list[Man
         "registry.example.com/eos-bridge@sha256:"
         "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
     )
+
+
+def test_registry_url_and_ca_in_the_config_file_basic_auth_from_the_secret(
+    manifests: Callable[..., list[Manifest]],
+) -> None:
+    resources = manifests(REGISTRY)
+    config = yaml.safe_load(one(resources, "ConfigMap", "demo-eos-bridge")["data"]["config.yaml"])
+    assert config["schema_registry"] == {
+        "url": "https://registry.example.com:8081",
+        "ca_location": "/etc/eos-bridge/registry-tls/ca.crt",
+    }
+    container = bridge_container(resources)
+    env = env_of(container)
+    assert env["BRIDGE_SCHEMA_REGISTRY__BASIC_AUTH"]["valueFrom"]["secretKeyRef"] == {
+        "name": "registry-credentials",
+        "key": "basic-auth",
+    }
+    mount = next(m for m in container["volumeMounts"] if m["name"] == "registry-tls")
+    assert mount == {"name": "registry-tls", "mountPath": "/etc/eos-bridge/registry-tls",
+                     "readOnly": True}  # fmt: skip
+    volume = next(
+        v for v in bridge_pod(resources)["spec"]["volumes"] if v["name"] == "registry-tls"
+    )
+    assert volume["secret"]["secretName"] == "registry-ca"
+    assert not [r for r in resources if r["kind"] == "Secret"]  # the chart never holds them
+    default = yaml.safe_load(
+        one(manifests(DEFAULT), "ConfigMap", "demo-eos-bridge")["data"]["config.yaml"]
+    )
+    assert "schema_registry" not in default
 
 
 def test_spark_job_is_optional_and_runs_available_now(

@@ -25,6 +25,7 @@ from confluent_kafka.schema_registry.protobuf import ProtobufSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 
 from app.serde.protobuf import compile_proto
+from app.serde.registry import parse_header
 from app.sink.output import H_CLASS, H_OFFSET, H_PARTITION
 from devkit.kafka.cluster import free_port
 from tests.integration.conftest import MakeBridge
@@ -93,35 +94,56 @@ def _settings(
     src, out, dlq = bridge_topics(kafka)
     return base_settings(
         kafka, src, out, dlq, batch_size=500,
-        input_format="avro", output_format="avro",
         schema_registry={"url": registry.url, "timeout": 3},
         output_schema={"schema_file": _schema_file(tmp_path, out_schema)},
-        **extra,
+        **{"input_format": "avro", "output_format": "avro", **extra},
     )  # fmt: skip
 
 
-def test_avro_count_exactly_once_with_a_sigkill(
+def test_avro_count_exactly_once_with_two_sigkills(
     kafka: KafkaFixture, registry: RegistryFixture, bridges: MakeBridge, tmp_path: Path
 ) -> None:
+    s = _settings(kafka, registry, tmp_path, COUNT_OUT)
+    src = s["input_topics"][0]
+    _count_with_two_kills(
+        kafka, bridges, tmp_path, s, *_orders(registry, src, 10_000),
+        lambda out: _read(registry, kafka, out),
+    )  # fmt: skip
+
+
+def _count_with_two_kills(
+    kafka: KafkaFixture,
+    bridges: MakeBridge,
+    tmp_path: Path,
+    settings: dict[str, Any],
+    values: list[bytes],
+    keys: list[bytes],
+    read: Callable[[str], list[dict[str, Any]]],
+) -> None:
+    """Count orders per user with the bridge SIGKILLed twice inside an open transaction (each
+    kill waits for records on the output that only ``read_uncommitted`` sees: a condition the
+    test controls, not a time); every input counted exactly once in what ``read`` decodes."""
     spec = tmp_path / "count.yaml"
     spec.write_text(COUNT_SPEC)
-    s = _settings(
-        kafka, registry, tmp_path, COUNT_OUT,
-        pipeline_spec=str(spec), state_dir=str(tmp_path / "state"), commit_interval=2.0,
-    )  # fmt: skip
+    s = {
+        **settings, "pipeline_spec": str(spec), "state_dir": str(tmp_path / "state"),
+        "commit_interval": 2.0,
+    }  # fmt: skip
     src, out, group = s["input_topics"][0], s["output_topic"], s["group_id"]
-    feeder = Feeder(kafka, src, *_orders(registry, src, 10_000))
+    feeder = Feeder(kafka, src, values, keys)
     bridge = bridges(**s).start()
     feed_and_catch_up(kafka, feeder, group, 1_000, [bridge])
-    kill_in_open_transaction(kafka, bridge, feeder, group, out, chunk=500)
-    bridge.start()
+    for _ in range(2):
+        kill_in_open_transaction(kafka, bridge, feeder, group, out, chunk=500)
+        bridge.start()
+        feed_and_catch_up(kafka, feeder, group, 1_000, [bridge])
     feed_and_catch_up(kafka, feeder, group, None, [bridge])
     assert bridge.terminate() == 0, bridge.logs()[-3000:]
 
     records = kafka.read_all(src)
     inputs = Counter(r.key.decode() for r in records if r.key)
-    assert sum(inputs.values()) == 10_000
-    outputs = _read(registry, kafka, out)
+    assert sum(inputs.values()) == len(values)
+    outputs = read(out)
     sources = Counter((o["_source_partition"], o["_source_offset"]) for o in outputs)
     assert [s for s, n in sources.items() if n > 1] == [], "an input counted twice"
     assert set(sources) == {(r.partition, r.offset) for r in records}, "an input not counted"
@@ -297,3 +319,75 @@ def test_protobuf_in_json_out_and_json_schema_in_avro_out(
         assert len(got) == len(by_id) == 200, input_format
         assert all(by_id[o["id"]]["amount"] == o["amount"] for o in orders), input_format
         assert kafka.read_all(dlq) == [], input_format
+
+
+def test_protobuf_in_json_out_counts_exactly_once_with_two_sigkills(
+    kafka: KafkaFixture, registry: RegistryFixture, bridges: MakeBridge, tmp_path: Path
+) -> None:
+    proto = tmp_path / "order.proto"
+    proto.write_text(ORDER_PROTO)
+    order_class = compile_proto(proto)
+    src, out, dlq = bridge_topics(kafka)
+    s = base_settings(
+        kafka, src, out, dlq, batch_size=500, input_format="protobuf", output_format="json",
+        schema_registry={"url": registry.url, "timeout": 3},
+    )  # fmt: skip
+    write = ProtobufSerializer(order_class, registry.client(), {"use.deprecated.format": False})
+    ctx = SerializationContext(src, MessageField.VALUE)
+    orders = _order_dicts(10_000)
+    values = [write(order_class(**o), ctx) for o in orders]
+    keys = [o["user"].encode() for o in orders]
+    _count_with_two_kills(
+        kafka, bridges, tmp_path, s, values, keys,
+        lambda topic: [json.loads(r.value or b"") for r in kafka.read_all(topic)],
+    )  # fmt: skip
+
+
+def test_json_schema_in_avro_out_counts_exactly_once_with_two_sigkills(
+    kafka: KafkaFixture, registry: RegistryFixture, bridges: MakeBridge, tmp_path: Path
+) -> None:
+    s = _settings(kafka, registry, tmp_path, COUNT_OUT, input_format="json_schema")
+    src = s["input_topics"][0]
+    write = JSONSerializer(json.dumps(ORDER_JSON_SCHEMA), registry.client())
+    ctx = SerializationContext(src, MessageField.VALUE)
+    orders = _order_dicts(10_000)
+    values = [write(o, ctx) for o in orders]
+    keys = [o["user"].encode() for o in orders]
+    _count_with_two_kills(
+        kafka, bridges, tmp_path, s, values, keys, lambda out: _read(registry, kafka, out)
+    )
+
+
+def _order_dicts(n: int) -> list[dict[str, Any]]:
+    return [{"id": f"o{i}", "user": f"user-{i % 50}", "amount": i % 97} for i in range(n)]
+
+
+def test_v1_and_v2_records_mixed_are_read_with_v2_defaults_filled(
+    kafka: KafkaFixture, registry: RegistryFixture, bridges: MakeBridge, tmp_path: Path
+) -> None:
+    v2 = {**ORDER, "fields": [*ORDER["fields"], {"name": "note", "type": "string", "default": "-"}]}
+    s = _settings(
+        kafka, registry, tmp_path, v2, output_format="json",  # JSON: nothing fills defaults
+        input_schema={"schema_file": _schema_file(tmp_path, v2)},  # the reader schema
+    )  # fmt: skip
+    src, out = s["input_topics"][0], s["output_topic"]
+    ctx = SerializationContext(src, MessageField.VALUE)
+    write_v1 = AvroSerializer(registry.client(), json.dumps(ORDER))
+    write_v2 = AvroSerializer(registry.client(), json.dumps(v2))  # a new version of <src>-value
+    values = [
+        write_v2({"id": f"o{i}", "user": "u", "amount": i, "note": f"n{i}"}, ctx)
+        if i % 3 == 0
+        else write_v1({"id": f"o{i}", "user": "u", "amount": i}, ctx)
+        for i in range(600)
+    ]
+    assert len({parse_header(v) for v in values}) == 2  # two writer schemas, mixed
+    kafka.seed(src, values, [b"u"] * len(values))
+    bridge = bridges(**s).start()
+    wait_caught_up(kafka, s["group_id"], src, 120, [bridge])
+    assert bridge.terminate() == 0, bridge.logs()[-3000:]
+
+    by_id = {o["id"]: o for o in (json.loads(r.value or b"") for r in kafka.read_all(out))}
+    assert len(by_id) == 600
+    expected = {f"o{i}": f"n{i}" if i % 3 == 0 else "-" for i in range(600)}
+    assert {k: o["note"] for k, o in by_id.items()} == expected
+    assert kafka.read_all(s["dlq_topic"]) == []

@@ -359,3 +359,36 @@ def test_translation_gives_the_target_registrys_id_for_the_same_schema(
     )
     with pytest.raises(SchemaNotRegistered):  # absent under this topic's subject in the target
         lookup_only.translate(source_bytes, registry.unique("elsewhere"))
+
+
+# ---- the fused loop's Avro decode -----------------------------------------------------------
+
+
+def test_the_fused_avro_decode_reads_what_the_library_reads_and_refuses_what_it_refuses(
+    registry: RegistryFixture, tmp_path: Path
+) -> None:
+    topic = registry.unique("avro-inline")
+    ctx = value_context(topic)
+    v1 = AvroSerializer(registry.client(), json.dumps(USER_V1))({"id": 1, "name": "a"}, ctx)
+    v2 = AvroSerializer(registry.client(), json.dumps(USER_V2))(
+        {"id": 2, "name": "b", "tier": "gold"}, ctx
+    )
+    reader_file = write(tmp_path, "user-v2.avsc", USER_V2)
+    for schema_file in (None, reader_file):
+        codec = AvroCodec(
+            registry.settings(), SchemaSettings(schema_file=schema_file), Role.INPUT_VALUE
+        )
+        assert codec.inline is not None
+        library = AvroDeserializer(
+            registry.client(), None if schema_file is None else json.dumps(USER_V2)
+        )
+        for data in (v1, v2, v1):  # the second v1: the parsed schemas come from the cache
+            assert codec.inline.loads(data) == library(data, ctx) == codec.decode(data, topic)
+        # The header rule, byte for byte: refused by the fused decode iff the library refuses.
+        unknown = b"\x00" + (2**31 - 9).to_bytes(4, "big") + b"\x02"
+        for bad in (b"", b"\x00", v1[:5], b"\x01" + v1[1:], unknown, v1[:6]):
+            with pytest.raises(Exception):  # noqa: B017 (any: the fused loop falls back)
+                library(bad, ctx)
+            with pytest.raises(Exception):  # noqa: B017
+                codec.inline.loads(bad)
+    assert AvroCodec(registry.settings(), SchemaSettings(), Role.OUTPUT_VALUE).inline is None

@@ -11,7 +11,7 @@ import pytest
 
 from app import serde
 from app.config import load_settings
-from app.errors import ConfigError
+from app.errors import ConfigError, OutputNotEncodable
 from app.serde.avro import AvroCodec
 from app.serde.json_schema import JsonSchemaCodec
 from app.serde.registry import RegistrySettings, SchemaSettings, SubjectStrategy
@@ -122,3 +122,38 @@ def test_an_unusable_schema_file_is_a_config_error_naming_the_setting(
             "avro", serde.Role.INPUT_VALUE, RegistrySettings(url="http://127.0.0.1:1"),
             SchemaSettings(schema_file=schema),
         )  # fmt: skip
+
+
+def test_a_target_registry_needs_the_source_one_and_its_secrets_are_masked() -> None:
+    with pytest.raises(ConfigError, match="target_registry needs schema_registry"):
+        load_settings(**BASE, target_registry={"url": "http://t:8081"})
+    s = load_settings(
+        **BASE, input_format="bytes", output_format="bytes",
+        schema_registry={"url": "http://source:8081"},
+        target_registry={"url": "https://svc:url-secret@target:8081", "basic_auth": "t:hunter3"},
+    )  # fmt: skip
+    shown = str(s.masked())
+    assert "url-secret" not in shown and "hunter3" not in shown
+    assert s.masked()["target_registry"]["url"] == "https://target:8081"
+    assert s.schema_ids == "translate"
+
+
+def test_the_output_roles_use_the_target_registry_and_bytes_are_translated(
+    tmp_path: Path,
+) -> None:
+    schema = tmp_path / "user.avsc"
+    schema.write_text(USER)
+    source, target = RegistrySettings(url="http://s:1"), RegistrySettings(url="http://t:1")
+    built = serde.formats(
+        "avro", "avro", registry=source, target=target,
+        schemas={serde.Role.OUTPUT_VALUE: SchemaSettings(schema_file=schema)},
+    )  # fmt: skip
+    assert isinstance(built.value_in, AvroCodec) and built.value_in.registry is source
+    assert isinstance(built.value_out, AvroCodec) and built.value_out.registry is target
+    copied = serde.formats("bytes", "bytes", registry=source, target=target, translate=True)
+    assert isinstance(copied.value_out, serde.TranslatingCodec)
+    assert copied.value_out.encode(None, "out") is None  # a tombstone asks no registry
+    with pytest.raises(OutputNotEncodable, match=r"\(NotWireFormat\)"):  # a dead letter
+        copied.value_out.encode(b"\x07 plain text", "out")
+    untouched = serde.formats("bytes", "bytes", registry=source, target=target)
+    assert not isinstance(untouched.value_out, serde.TranslatingCodec)

@@ -171,7 +171,17 @@ from here.
 {{- $_ := set $kafka "sasl.mechanisms" .Values.sasl.mechanism }}
 {{- end }}
 {{- $kafka = merge $kafka (include "eos-bridge.tlsSettings" . | fromYaml) }}
-{{- dict "kafka" $kafka "consumer" .Values.bridge.consumer "producer" .Values.bridge.producer | toYaml }}
+{{- $file := dict "kafka" $kafka "consumer" .Values.bridge.consumer "producer" .Values.bridge.producer }}
+{{- with .Values.schemaRegistry }}
+{{- if .url }}
+{{- $registry := dict "url" .url }}
+{{- if .caSecret }}
+{{- $_ := set $registry "ca_location" (printf "%s/ca.crt" (include "eos-bridge.registryTlsDir" $)) }}
+{{- end }}
+{{- $_ := set $file "schema_registry" $registry }}
+{{- end }}
+{{- end }}
+{{- $file | toYaml }}
 {{- end }}
 
 {{/*
@@ -190,6 +200,13 @@ helm test pod share them).
     secretKeyRef:
       name: {{ .Values.sasl.existingSecret }}
       key: {{ .Values.sasl.passwordKey }}
+{{- end }}
+{{- if and .Values.schemaRegistry.url .Values.schemaRegistry.basicAuthSecret.name }}
+- name: BRIDGE_SCHEMA_REGISTRY__BASIC_AUTH
+  valueFrom:
+    secretKeyRef:
+      name: {{ .Values.schemaRegistry.basicAuthSecret.name }}
+      key: {{ .Values.schemaRegistry.basicAuthSecret.key }}
 {{- end }}
 {{- if and .Values.tls.enabled .Values.tls.keyPasswordSecret.name }}
 # The bridge reads nested settings as BRIDGE_<MAP>__<key>: this is kafka: {ssl.key.password}.
@@ -226,6 +243,31 @@ The TLS Secrets as one read-only volume: ca.crt, client.crt, client.key.
             - key: {{ $.Values.tls.keyKey }}
               path: client.key
       {{- end }}
+{{- end }}
+{{- end }}
+
+{{- define "eos-bridge.registryTlsDir" -}}/etc/eos-bridge/registry-tls{{- end }}
+
+{{/*
+The registry's CA bundle (schemaRegistry.caSecret) as a read-only volume: ca.crt.
+*/}}
+{{- define "eos-bridge.registryTlsVolume" -}}
+{{- if and .Values.schemaRegistry.url .Values.schemaRegistry.caSecret }}
+- name: registry-tls
+  secret:
+    secretName: {{ .Values.schemaRegistry.caSecret }}
+    defaultMode: 0440
+    items:
+      - key: {{ .Values.schemaRegistry.caKey }}
+        path: ca.crt
+{{- end }}
+{{- end }}
+
+{{- define "eos-bridge.registryTlsVolumeMount" -}}
+{{- if and .Values.schemaRegistry.url .Values.schemaRegistry.caSecret }}
+- name: registry-tls
+  mountPath: {{ include "eos-bridge.registryTlsDir" . }}
+  readOnly: true
 {{- end }}
 {{- end }}
 
