@@ -14,7 +14,7 @@ from spark_jobs.config import KafkaRange, KafkaSource, RecordFields, StreamConfi
 from spark_jobs.errors import JobConfigError
 from spark_jobs.faults import AFTER_DELTA_WRITE, AFTER_KAFKA_COMMIT, FAULT_ENV, FAULT_EXIT_CODE
 from spark_jobs.fixed import fixed_spec
-from spark_jobs.results import ResultsTarget
+from spark_jobs.results import KafkaResults, Marker, ResultsTarget
 from spark_jobs.spec import KafkaOutput, OutputSpec
 
 
@@ -135,6 +135,16 @@ def test_the_kafka_fault_points_sigkill_the_process() -> None:
     env = {"PATH": "", FAULT_ENV: f"{AFTER_KAFKA_COMMIT}:3"}
     proc = subprocess.run([sys.executable, "-c", code], env=env, check=False)
     assert proc.returncode == -signal.SIGKILL
+
+
+def test_a_batch_counts_as_written_only_up_to_its_own_querys_marker() -> None:
+    target = ResultsTarget("r", "r.batches", "t", ())
+    results = KafkaResults(target, ["user"])
+    assert not results.committed("q1", 0)  # nothing committed yet
+    results.last = Marker("q1", 4)
+    assert results.committed("q1", 4) and results.committed("q1", 0)
+    assert not results.committed("q1", 5)
+    assert not results.committed("q2", 0)  # a new checkpoint: its batch ids start over
 
 
 def test_spark_settings_come_from_repeated_conf_options() -> None:
