@@ -153,6 +153,10 @@ class KafkaResults:
                 _produce(producer, self.target.topic, key, value, headers)
             marker_key = self.target.transactional_id.encode()
             _produce(producer, self.target.batches_topic, marker_key, marker, headers)
+            # Delivered before the commit (commit_transaction would flush them too), so a crash
+            # here leaves them in the log inside the open transaction: what the fault point
+            # before the commit is for.
+            producer.flush(TIMEOUT_S)
             crash_point(BEFORE_KAFKA_COMMIT, batch_id)
             producer.commit_transaction(TIMEOUT_S)
         except KafkaException as exc:
