@@ -8,6 +8,7 @@ contenders in a rotated order, so slow phases of a shared machine hit all of the
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import platform
 import re
@@ -68,6 +69,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )  # fmt: skip
     p.add_argument("--latency-seconds", type=float, default=10.0, help="measured window")
     p.add_argument("--no-recovery", action="store_true", help="skip bench.bench_recovery")
+    p.add_argument("--no-spark", action="store_true", help="skip bench.spark_spec")
+    p.add_argument("--spark-records", type=int, default=100_000, help="records of bench.spark_spec")
     p.add_argument("--no-warmup", action="store_true", help="skip the uncounted run after seeding")
     p.add_argument("--out", type=Path, default=REPO / "bench" / "results")
     p.add_argument("--keep", action="store_true", help="keep the work dir (logs, broker data)")
@@ -165,6 +168,7 @@ def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     runs: list[dict[str, Any]] = []
     latency: list[dict[str, Any]] = []
     recovery: dict[str, Any] | None = None
+    spark: dict[str, Any] | None = None
     kafka.start()
     try:
         bootstrap = kafka.bootstrap
@@ -211,6 +215,8 @@ def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
                                         workdir, source)  # fmt: skip
         if not args.no_recovery:
             recovery = _recovery(bootstrap, args, source)
+        if not args.no_spark:
+            spark = _spark(bootstrap, args, source, workdir)
     finally:
         kafka.stop()
     meta = {
@@ -228,6 +234,7 @@ def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
         "versions": code_versions,
     }
     result = {"meta": meta, "runs": runs, "latency": latency, "recovery": recovery}
+    result["spark"] = spark
     report.add_summaries(result)
     return result
 
@@ -354,6 +361,34 @@ def _recovery(bootstrap: str, args: argparse.Namespace, source: Path) -> dict[st
         "restore_records_per_s": rates,
         "output": lines,
     }
+
+
+def _spark(
+    bootstrap: str, args: argparse.Namespace, source: Path, workdir: Path
+) -> dict[str, Any] | None:
+    """Records/s of the Spark streaming job for spec (a) and of the same job hand-written in
+    PySpark, in one run (``bench.spark_spec``, its own process and Spark session)."""
+    if not (source / "bench" / "spark_spec.py").exists():
+        log("bench.spark_spec not found: no Spark figure")
+        return None
+    out = workdir / "spark-spec.json"
+    argv = [sys.executable, "-m", "bench.spark_spec", "--records", str(args.spark_records)]
+    argv += ["--reps", "2", "--out", str(out)]
+    env = {**os.environ, "KAFKA_BOOTSTRAP": bootstrap, "PYTHONPATH": str(source)}
+    log("spark spec overhead: " + shlex.join(argv[1:]))
+    try:
+        proc = subprocess.run(
+            argv, env=env, cwd=source, capture_output=True, text=True, timeout=5400, check=False
+        )
+    except subprocess.TimeoutExpired:
+        log("spark benchmark timed out")
+        return None
+    if proc.returncode != 0 or not out.exists():
+        log(f"spark benchmark failed ({proc.returncode}): {proc.stderr[-2000:]}")
+        return None
+    result: dict[str, Any] = json.loads(out.read_text())
+    log(f"  spark: {result['medians_records_per_s']}, overhead {result['overhead']:.1%}")
+    return result
 
 
 _RESTORE = re.compile(r"restore \((.+?)\):.*? = ([\d,]+) records/s")  # the wall-clock rate

@@ -178,11 +178,42 @@ def _percent(p: float) -> str:
     return f"{p * 100:g}".replace(".", "_")
 
 
+_TOPIC = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
+
+
+def _topic(value: str | None) -> str | None:
+    if value is not None and not _TOPIC.match(value):
+        raise ValueError(f"{value!r} is not a Kafka topic name (letters, digits, . _ -)")
+    return value
+
+
+class KafkaOutput(_Model):
+    """The results also go to a Kafka topic, exactly once for read_committed readers: each
+    micro-batch's rows and a marker with its batch id in one transaction
+    (:mod:`spark_jobs.results`)."""
+
+    topic: str
+    batches_topic: str | None = None  # default: <topic>.batches (compacted)
+    transactional_id: str | None = None  # default: eos-bridge-spark-<spec name>
+    bootstrap_servers: str | None = None  # default: the job's --bootstrap
+
+    _check_topics = field_validator("topic", "batches_topic")(_topic)
+
+    @field_validator("transactional_id", "bootstrap_servers")
+    @classmethod
+    def _not_blank(cls, value: str | None) -> str | None:
+        if value is not None and not value.strip():
+            raise ValueError("must not be empty (leave it out for the default)")
+        return value
+
+
 class OutputSpec(_Model):
-    """The Delta table: where (the command line's ``--table`` wins) and its merge keys."""
+    """The Delta table: where (the command line's ``--table`` wins) and its merge keys; and,
+    beside it, an optional Kafka results topic."""
 
     table: str | None = None
     merge_keys: list[str] | None = None  # default: group_by + window_start
+    kafka: KafkaOutput | None = None
 
 
 class AggregationSpec(_Model):

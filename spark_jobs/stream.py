@@ -31,11 +31,12 @@ from spark_jobs.checkpoints import claim_checkpoint
 from spark_jobs.config import AVAILABLE_NOW, StreamConfig, WindowSpec, check_writable
 from spark_jobs.errors import SparkJobError
 from spark_jobs.failures import run_job
-from spark_jobs.faults import AFTER_DELTA_WRITE, crash_point
+from spark_jobs.faults import AFTER_DELTA_WRITE, BEFORE_DELTA_WRITE, crash_point
 from spark_jobs.fixed import fixed_spec
 from spark_jobs.parse import BAD_RECORD_SCHEMA
 from spark_jobs.plan import AggregationPlan
 from spark_jobs.preflight import check_topics
+from spark_jobs.results import KafkaResults, ResultsTarget
 from spark_jobs.session import build_session
 from spark_jobs.source import read_stream
 from spark_jobs.tables import (
@@ -64,11 +65,15 @@ def query_id(batch: DataFrame) -> str:
 
 class BatchSink:
     """A foreachBatch function: one idempotent Delta write per non-empty micro-batch, a MERGE
-    on ``merge_keys`` or, without keys, an append."""
+    on ``merge_keys`` or, without keys, an append; then, with ``results``, the same rows to
+    the Kafka results topic (written once per batch id, :mod:`spark_jobs.results`)."""
 
-    def __init__(self, table: str, merge_keys: list[str] | None) -> None:
+    def __init__(
+        self, table: str, merge_keys: list[str] | None, results: KafkaResults | None = None
+    ) -> None:
         self.table = table
         self.merge_keys = merge_keys
+        self.results = results
         self.rows_written = 0
 
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
@@ -77,15 +82,22 @@ class BatchSink:
         try:
             rows = batch.count()
             if rows:
+                crash_point(BEFORE_DELTA_WRITE, batch_id)
                 if self.merge_keys:
                     upsert_rows(batch, self.table, self.merge_keys, txn)
                 else:
                     append_once(batch, self.table, txn)
                 crash_point(AFTER_DELTA_WRITE, batch_id)
+                if self.results is not None:
+                    self.results.write(batch, txn.app_id, batch_id)
         finally:
             batch.unpersist()
         self.rows_written += rows
         log.info("batch %d: %d rows → %s", batch_id, rows, self.table)
+
+    def close(self) -> None:
+        if self.results is not None:
+            self.results.close()
 
 
 @dataclass(slots=True, frozen=True)
@@ -103,6 +115,7 @@ class StreamSummary:
     windows_written: int
     bad_records: int
     late_rows_dropped: int
+    results_written: int = 0  # rows committed to the Kafka results topic (output.kafka)
 
 
 @dataclass(slots=True)
@@ -128,6 +141,9 @@ class RunningStream:
             late_rows_dropped=sum(
                 op.numRowsDroppedByWatermark for p in progress for op in p.stateOperators
             ),
+            results_written=0
+            if self.windows_sink.results is None
+            else self.windows_sink.results.rows_written,
         )
 
 
@@ -145,8 +161,9 @@ def start_stream(spark: SparkSession, cfg: StreamConfig) -> RunningStream:
     ensure_aggregate_table(spark, cfg.table, plan)
     ensure_table(spark, cfg.bad_table, BAD_RECORD_SCHEMA)
 
+    results = _open_results(cfg, plan)
     _, rows = plan.rows(_raw(spark, cfg), streaming=True)
-    rows_sink = BatchSink(cfg.table, plan.merge_keys)
+    rows_sink = BatchSink(cfg.table, plan.merge_keys, results)
     updates = rows.writeStream.outputMode(plan.output_mode)
     aggregates = _configure(updates, cfg, "aggregates").foreachBatch(rows_sink).start()
 
@@ -154,6 +171,17 @@ def start_stream(spark: SparkSession, cfg: StreamConfig) -> RunningStream:
     bad = plan.parse(_raw(spark, cfg)).bad.writeStream.outputMode("append")
     bad_records = _configure(bad, cfg, "bad_records").foreachBatch(bad_sink).start()
     return RunningStream(aggregates, bad_records, rows_sink, bad_sink)
+
+
+def _open_results(cfg: StreamConfig, plan: AggregationPlan) -> KafkaResults | None:
+    """The Kafka results sink of ``output.kafka``, its producer ready (previous driver
+    fenced) and its last committed batch read; None without ``output.kafka``."""
+    target = ResultsTarget.of(plan.spec, cfg.source.bootstrap)
+    if target is None:
+        return None
+    results = KafkaResults(target, plan.merge_keys)
+    results.open()
+    return results
 
 
 def _check_paths(cfg: StreamConfig) -> None:
@@ -189,6 +217,7 @@ def wait_for(running: RunningStream, stop: threading.Event | None = None) -> Str
         for q in running.queries:
             if q.isActive:
                 q.stop()
+        running.windows_sink.close()
     return running.summary()
 
 

@@ -55,6 +55,7 @@ def test_every_ci_values_set_is_covered() -> None:
         "sasl",
         "servicemonitor",
         "spark-operator",
+        "spark-jobs",
     }
 
 

@@ -10,6 +10,8 @@ block changes how the doc test runs it::
                                          document and require exit code 0, as a user would
     <!-- doc-test: ctrl-c background --> both, in that order
     <!-- doc-test: skip REASON -->       not run; the test reports it skipped with REASON
+    <!-- doc-test: timeout=SECONDS -->   a block allowed longer than the default (a Spark job
+                                         starts a JVM); combines with the words above
 
 Skips are for what this machine cannot do (a Kubernetes cluster) or what another test runs
 already; each names its reason.
@@ -24,6 +26,7 @@ from pathlib import Path
 _FENCE = re.compile(r"^```(bash|sh|console)\s*$")
 _MARKER = re.compile(r"^<!--\s*doc-test:\s*(?P<body>.*?)\s*-->\s*$")
 _WORDS = {"background", "ctrl-c"}
+_TIMEOUT = re.compile(r"^timeout=[1-9]\d*$")
 
 
 @dataclass(slots=True, frozen=True)
@@ -36,6 +39,7 @@ class Block:
     background: bool = False
     ctrl_c: bool = False
     skip: str | None = None  # the reason, when marked skip
+    timeout: float | None = None  # seconds, when marked timeout=N
 
     @property
     def where(self) -> str:
@@ -76,6 +80,9 @@ def _block(path: Path, line: int, script: str, marker: re.Match[str] | None) -> 
             raise ValueError(f"{path.name}:{line}: a doc-test skip needs a reason")
         return Block(path, line, script, skip=reason)
     words = set(body.split())
-    if not words <= _WORDS:
+    timeouts = {w for w in words if _TIMEOUT.match(w)}
+    words -= timeouts
+    if not words <= _WORDS or len(timeouts) > 1:
         raise ValueError(f"{path.name}:{line}: unknown doc-test marker words {words - _WORDS}")
-    return Block(path, line, script, "background" in words, "ctrl-c" in words)
+    timeout = float(timeouts.pop().split("=")[1]) if timeouts else None
+    return Block(path, line, script, "background" in words, "ctrl-c" in words, timeout=timeout)

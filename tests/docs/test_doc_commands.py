@@ -82,7 +82,7 @@ class DocSession:
                 cwd=REPO, env=self.env, stdout=sink, stderr=subprocess.STDOUT,
                 start_new_session=True,
             )  # fmt: skip
-        deadline = time.monotonic() + BLOCK_TIMEOUT
+        deadline = time.monotonic() + (block.timeout or BLOCK_TIMEOUT)
         while (code := proc.poll()) is None:
             # A block that waits on a background command (`tail --max N` on the bridge's
             # output) fails at once, with the reason, when that command has ended.
@@ -94,7 +94,7 @@ class DocSession:
                     f"background {ended[0][0].where} ended (exit code {ended[0][1]}) while "
                     f"this block waited"
                     if ended
-                    else f"still running after {BLOCK_TIMEOUT:.0f}s"
+                    else f"still running after {block.timeout or BLOCK_TIMEOUT:.0f}s"
                 )
                 self._fail(block, what, out.read_text(errors="replace"))
             time.sleep(0.2)
@@ -162,12 +162,14 @@ def test_blocks_and_markers_are_extracted(tmp_path: Path) -> None:
         "text\n```bash\necho one\n```\n<!-- doc-test: ctrl-c background -->\n```sh\nrun\n```\n"
         "<!-- doc-test: skip no cluster here -->\n```bash\nhelm install\n```\n"
         "```console\n$ echo two\ntwo\n```\n```text\nnot a command\n```\n"
+        "<!-- doc-test: timeout=900 -->\n```bash\nslow\n```\n"
     )
     blocks = extract(doc)
-    assert [b.script for b in blocks] == ["echo one\n", "run\n", "helm install\n", "echo two\n"]
+    assert [b.script for b in blocks][:4] == ["echo one\n", "run\n", "helm install\n", "echo two\n"]
+    assert [b.timeout for b in blocks] == [None, None, None, None, 900.0]
     assert [(b.background, b.ctrl_c, b.skip) for b in blocks] == [
         (False, False, None), (True, True, None), (False, False, "no cluster here"),
-        (False, False, None),
+        (False, False, None), (False, False, None),
     ]  # fmt: skip
     assert any(b.background for b in BLOCKS if b.path.name == "README.md")
 

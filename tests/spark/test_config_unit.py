@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
 
@@ -11,7 +12,10 @@ import pytest
 from spark_jobs import backfill, cli, stream
 from spark_jobs.config import KafkaRange, KafkaSource, RecordFields, StreamConfig, WindowSpec
 from spark_jobs.errors import JobConfigError
-from spark_jobs.faults import AFTER_DELTA_WRITE, FAULT_ENV, FAULT_EXIT_CODE
+from spark_jobs.faults import AFTER_DELTA_WRITE, AFTER_KAFKA_COMMIT, FAULT_ENV, FAULT_EXIT_CODE
+from spark_jobs.fixed import fixed_spec
+from spark_jobs.results import KafkaResults, Marker, ResultsTarget
+from spark_jobs.spec import KafkaOutput, OutputSpec
 
 
 def _stream_args(*extra: str) -> list[str]:
@@ -100,6 +104,7 @@ def test_fault_point_is_inert_unless_named_for_that_batch() -> None:
         (None, 0),
         (f"{AFTER_DELTA_WRITE}:1", 0),
         (f"{AFTER_DELTA_WRITE}:2", FAULT_EXIT_CODE),
+        (f"{AFTER_KAFKA_COMMIT}:2", 0),  # another point
     ):
         env = {FAULT_ENV: spec} if spec else {}
         proc = subprocess.run(
@@ -107,6 +112,39 @@ def test_fault_point_is_inert_unless_named_for_that_batch() -> None:
         )
         assert proc.returncode == want, (spec, proc.stderr)
         assert (b"survived" in proc.stdout) == (want == 0)
+
+
+def test_the_kafka_results_target_defaults_from_the_job_and_the_bridge_settings() -> None:
+    spec = fixed_spec().model_copy(
+        update={"name": "daily", "output": OutputSpec(kafka=KafkaOutput(topic="totals"))}
+    )
+    env = {"BRIDGE_KAFKA__security.protocol": "sasl_ssl", "BRIDGE_SASL_PASSWORD": "s3cret"}
+    target = ResultsTarget.of(spec, "b:9092", env)
+    assert target is not None
+    assert (target.topic, target.batches_topic) == ("totals", "totals.batches")
+    assert target.transactional_id == "eos-bridge-spark-daily"
+    settings = dict(target.settings)
+    assert settings["bootstrap.servers"] == "b:9092"
+    assert settings["security.protocol"] == "sasl_ssl"
+    assert settings["sasl.password"] == "s3cret" and "s3cret" not in repr(target)
+    assert ResultsTarget.of(fixed_spec(), "b:9092", env) is None
+
+
+def test_the_kafka_fault_points_sigkill_the_process() -> None:
+    code = f"from spark_jobs.faults import crash_point\ncrash_point({AFTER_KAFKA_COMMIT!r}, 3)\n"
+    env = {"PATH": "", FAULT_ENV: f"{AFTER_KAFKA_COMMIT}:3"}
+    proc = subprocess.run([sys.executable, "-c", code], env=env, check=False)
+    assert proc.returncode == -signal.SIGKILL
+
+
+def test_a_batch_counts_as_written_only_up_to_its_own_querys_marker() -> None:
+    target = ResultsTarget("r", "r.batches", "t", ())
+    results = KafkaResults(target, ["user"])
+    assert not results.committed("q1", 0)  # nothing committed yet
+    results.last = Marker("q1", 4)
+    assert results.committed("q1", 4) and results.committed("q1", 0)
+    assert not results.committed("q1", 5)
+    assert not results.committed("q2", 0)  # a new checkpoint: its batch ids start over
 
 
 def test_spark_settings_come_from_repeated_conf_options() -> None:

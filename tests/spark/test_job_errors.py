@@ -118,9 +118,11 @@ def _closed_port() -> int:
 def test_unreachable_broker_and_unknown_column_in_process(
     spark: SparkSession, kafka: KafkaFixture, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """The same paths through ``main`` in this test's Spark session (no second JVM start)."""
+    """The same paths through ``main`` in this test's Spark session (no second JVM start); and
+    a missing Kafka results topic (output.kafka)."""
     topic = kafka.create_topic(kafka.unique("spark-errors"), partitions=1)
     dead = f"127.0.0.1:{_closed_port()}"
+    results = {"kafka": {"topic": kafka.unique("no-such-results")}}
     cases = [
         (
             [
@@ -135,6 +137,11 @@ def test_unreachable_broker_and_unknown_column_in_process(
             ["--bootstrap", kafka.bootstrap, "--spec", _spec(tmp_path, topic, filter="nn > 1")],
             2,
             "spec filter: [UNRESOLVED_COLUMN",
+        ),
+        (
+            ["--bootstrap", kafka.bootstrap, "--spec", _spec(tmp_path, topic, output=results)],
+            3,
+            f"output.kafka.topic {results['kafka']['topic']}: no such topic on {kafka.bootstrap}",
         ),
 
     ]  # fmt: skip

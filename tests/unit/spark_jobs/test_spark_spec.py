@@ -53,7 +53,9 @@ def test_a_spec_names_its_output_columns_and_merge_keys() -> None:
     assert spec.input.fields[0].json_path == "who.name"
 
 
-@pytest.mark.parametrize("name", ["fixed.yaml", "sliding-average.yaml", "sessions.yaml"])
+@pytest.mark.parametrize(
+    "name", ["fixed.yaml", "sliding-average.yaml", "sessions.yaml", "totals-to-kafka.yaml"]
+)
 def test_example_specs_load(name: str) -> None:
     assert isinstance(load_spec(str(EXAMPLES / name)), AggregationSpec)
 
@@ -94,6 +96,9 @@ def test_the_fixed_example_is_the_default_job() -> None:
         ),
         ({"derive": [{"name": "window_start", "expr": "1"}]}, "reserved"),
         ({"filtr": "amount > 0"}, "filtr: Extra inputs are not permitted"),
+        ({"output": {"kafka": {"topic": "a b"}}}, "output.kafka.topic: 'a b' is not a Kafka topic"),
+        ({"output": {"kafka": {"topic": "r", "transactional_id": " "}}}, "must not be empty"),
+        ({"output": {"kafka": {"topc": "r"}}}, "output.kafka.topic: Field required"),
     ],
 )
 def test_spec_mistakes_are_one_line_naming_the_field(changes: dict[str, Any], message: str) -> None:

@@ -484,6 +484,11 @@ volumeMounts:
     mountPath: {{ include "eos-bridge.configDir" $ }}
     readOnly: true
   {{- end }}
+  {{- if .specs }}
+  - name: specs
+    mountPath: {{ include "eos-bridge.sparkSpecsDir" $ }}
+    readOnly: true
+  {{- end }}
   {{- with include "eos-bridge.tlsVolumeMount" $ | trim }}
   {{- . | nindent 2 }}
   {{- end }}
@@ -499,4 +504,44 @@ nodeSelector:
 tolerations:
   {{- toYaml . | nindent 2 }}
 {{- end }}
+{{- end }}
+
+{{/*
+Spark jobs (spark.jobs). The spec file of one job: its name defaults to the job's name (the
+Kafka results sink derives its transactional id from it).
+*/}}
+{{- define "eos-bridge.sparkSpecsDir" -}}/etc/eos-bridge-spark-specs{{- end }}
+
+{{- define "eos-bridge.sparkJobSpec" -}}
+{{- toYaml (merge (deepCopy .spec) (dict "name" .name)) }}
+{{- end }}
+
+{{/*
+The jobs to render: spark.jobs, or one unnamed job (the `args` of the section) when empty.
+Called with (dict "context" $ "section" "spark"|"sparkApplication"); returns YAML: a list of
+{suffix, args, schedule}.
+*/}}
+{{- define "eos-bridge.sparkJobs" -}}
+{{- $ := .context -}}
+{{- $section := get $.Values .section -}}
+{{- $jobs := list -}}
+{{- if not $.Values.spark.jobs }}
+{{- $args := list }}
+{{- range $section.args }}{{- $args = append $args (tpl (toString .) $) }}{{- end }}
+{{- $jobs = append $jobs (dict "suffix" "" "args" $args "schedule" $.Values.spark.schedule "name" "") }}
+{{- else }}
+{{- $trigger := ternary "available-now" "1 minute" (eq .section "spark") }}
+{{- $master := ternary "local[2]" "" (eq .section "spark") }}
+{{- range $.Values.spark.jobs }}
+{{- $dir := printf "/var/lib/eos-bridge/spark/%s" .name }}
+{{- $args := list "--trigger" $trigger "--bootstrap" $.Values.bridge.bootstrapServers "--spec" (printf "%s/%s.yaml" (include "eos-bridge.sparkSpecsDir" $) .name) "--checkpoint" (printf "%s/checkpoint" $dir) "--table" (printf "%s/table" $dir) "--master" $master }}
+{{- $topics := dig "input" "topics" list .spec }}
+{{- if not $topics }}
+{{- $args = concat $args (list "--topic" $.Values.bridge.outputTopic) }}
+{{- end }}
+{{- range .args }}{{- $args = append $args (tpl (toString .) $) }}{{- end }}
+{{- $jobs = append $jobs (dict "suffix" (printf "-%s" .name) "args" $args "schedule" (default $.Values.spark.schedule .schedule) "name" .name "specSha" (include "eos-bridge.sparkJobSpec" . | sha256sum)) }}
+{{- end }}
+{{- end }}
+{{- toYaml $jobs }}
 {{- end }}
