@@ -18,6 +18,7 @@ from confluent_kafka import ElectionType, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from devkit.kafka import LocalKafka
+from devkit.kafka.cluster import free_port
 from tests.integration.conftest import MakeBridge
 from tests.integration.test_bridge_eos import assert_exactly_once
 from tests.support.bridge import BridgeProcess, base_settings, json_records, wait_caught_up
@@ -119,8 +120,9 @@ def _five_kills(cluster3: LocalKafka, bridges: MakeBridge, supervised: bool) -> 
     settings = base_settings(
         kafka, src, out, dlq, group_id=group, call_timeout=CALL_TIMEOUT_S,
         pipeline="tests.pipelines:tagged", batch_size=50, transaction_timeout_ms=30000,
-        **(FAST_FAILOVER if supervised else {}),
     )  # fmt: skip
+    if supervised:  # ("kafka" is also base_settings' first parameter)
+        settings.update(FAST_FAILOVER, http_port=free_port())  # "ready again after" lines
     bridge: BridgeProcess = bridges(**settings)
     if supervised:
         bridge.command = [sys.executable, "-m", "app", "supervise", "--max-restarts", "10",
