@@ -46,18 +46,22 @@ FIRST_ID = 10_000_000  # the rate feed's ids; the faults' own chunks use r0, r1,
 
 
 class RateFeed(threading.Thread):
-    """``rate`` records per second, in half-second chunks, until stopped."""
+    """``rate`` records per second (what is behind the clock is caught up each half second,
+    so a slow produce does not lower the rate), until stopped."""
 
     def __init__(self, scene: Scene, rate: int) -> None:
         super().__init__(name="soak-feed", daemon=True)
-        self.scene, self.per_tick, self.fed = scene, max(1, int(rate * TICK_S)), 0
+        self.scene, self.rate, self.fed = scene, rate, 0
         self.stopped = threading.Event()
 
     def run(self) -> None:
+        started = time.monotonic()
         while not self.stopped.wait(TICK_S):
-            values, keys = json_records(self.per_tick, start=FIRST_ID + self.fed)
-            self.scene.kafka.seed(self.scene.src, values, keys)
-            self.fed += self.per_tick
+            due = int(self.rate * (time.monotonic() - started)) - self.fed
+            if due > 0:
+                values, keys = json_records(due, start=FIRST_ID + self.fed)
+                self.scene.kafka.seed(self.scene.src, values, keys)
+                self.fed += due
 
 
 class Sampler(threading.Thread):
@@ -117,7 +121,7 @@ class SoakResult:
 def run(rig: Rig, out: Path, duration: float, rate: int, fault_period: float,
         every: float = 10.0, seed: int = 1) -> SoakResult:  # fmt: skip
     """One soak on ``rig``; writes soak.csv, summary.json (and soak.png) under ``out``."""
-    out.mkdir(parents=True, exist_ok=True)
+    (out / "logs").mkdir(parents=True, exist_ok=True)
     rng, started = random.Random(seed), time.monotonic()
     scene = Scene(rig, out / "logs", records=200_000, proxied=True, pipeline=PIPELINE)
     feed, sampler = RateFeed(scene, rate), Sampler(scene, out / "soak.csv", every)
@@ -166,6 +170,8 @@ def plot(csv_path: Path, png: Path) -> str | None:
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
+        return None
+    if not csv_path.exists():  # the soak ended before its first sample
         return None
     with csv_path.open() as f:
         rows = list(csv.DictReader(f))
