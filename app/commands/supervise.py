@@ -8,9 +8,11 @@ this supervisor, the image's entry point, restarts the child in the same contain
 
 Bounded: more than ``max_restarts`` restarts within ``window`` seconds and it exits with the
 child's code, so a real crash loop still reaches Kubernetes. Any exit other than 3 (0 clean, 2
-configuration, 4 record, 5 fenced by a twin) ends the supervisor with that code: a restart
-cannot fix those. SIGTERM/SIGINT go to the child; the supervisor then waits for it and exits
-with its code, never restarting it.
+configuration, 4 record) ends the supervisor with that code: a restart cannot fix those. Exit
+5 (this static member fenced) is restarted like 3: after a coordinator failover the group can
+fence the instance's own earlier membership, which a restart fixes; a live twin fences it again
+at once and spends the budget. SIGTERM/SIGINT go to the child; the supervisor then waits for
+it and exits with its code, never restarting it.
 """
 
 from __future__ import annotations
@@ -31,7 +33,10 @@ from types import FrameType
 
 log = logging.getLogger("app.supervise")
 
-RESTARTABLE = 3  # the bridge's EXIT_FATAL: "the restart recovers"
+# The bridge's EXIT_FATAL ("the restart recovers") and EXIT_FENCED (fenced by its own earlier
+# static membership after a coordinator failover: the restart joins afresh; a live twin keeps
+# fencing and spends the budget, so it still surfaces).
+RESTARTABLE = frozenset({3, 5})
 DEFAULT_MAX_RESTARTS = 5
 DEFAULT_WINDOW_S = 600.0
 
@@ -88,7 +93,7 @@ class Supervisor:
             child.send_signal(signum)
 
     def run(self) -> int:
-        """Start the child, restart it on exit 3 within the budget; the final exit code."""
+        """Start the child, restart it on exit 3 or 5 within the budget; the final exit code."""
         restarts = 0
         while True:
             started = self._clock()
@@ -98,7 +103,7 @@ class Supervisor:
                 self._report_ready(restarts, started)
             code = self._child.wait()
             ended = self._clock()
-            if self._stopping or code != RESTARTABLE:
+            if self._stopping or code not in RESTARTABLE:
                 return code
             if not self._budget.allow(ended):
                 log.error(
@@ -143,11 +148,11 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     """Register ``supervise``."""
     parser = sub.add_parser(
         "supervise",
-        help="run an eos-bridge command (run) and restart it at once when it exits 3",
+        help="run an eos-bridge command (run) and restart it at once when it exits 3 or 5",
         description="Run an eos-bridge command (run) as a child process and restart it at once "
-        "when it exits 3 (at most --max-restarts times within --window seconds, then exit 3 "
-        "too); any other exit code ends the supervisor with that code; SIGTERM/SIGINT go to "
-        "the child.",
+        "when it exits 3 or 5 (at most --max-restarts times within --window seconds, then exit "
+        "with its code); any other exit code ends the supervisor with that code; SIGTERM/SIGINT "
+        "go to the child.",
     )
     parser.add_argument(
         "--max-restarts", type=int, default=DEFAULT_MAX_RESTARTS,

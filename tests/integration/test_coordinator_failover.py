@@ -169,7 +169,7 @@ def _five_kills(cluster3: LocalKafka, bridges: MakeBridge, supervised: bool) -> 
     assert bridge.terminate() == 0, bridge.logs()[-3000:]
     assert_exactly_once(kafka, src, out)
     restarts = [ln for ln in bridge.logs().splitlines() if "app.supervise" in ln]
-    exits += [3] * sum("bridge exited 3" in ln for ln in restarts)
-    print(f"restarts by the watchdog: {len(exits)} of 5 kills; starts: {bridge.starts}; "
+    exits += [int(ln.split("bridge exited ")[1][0]) for ln in restarts if "bridge exited" in ln]
+    print(f"restarts (exit codes {exits}): {len(exits)} for 5 kills; starts: {bridge.starts}; "
           f"processing again after {', '.join(f'{t:.0f}' for t in recovered)} s")  # fmt: skip
     print("\n".join(ln.split(" ", 2)[-1] for ln in restarts))
