@@ -65,4 +65,5 @@ USER 10001:10001
 WORKDIR /var/lib/eos-bridge
 EXPOSE 9000
 ENTRYPOINT ["eos-bridge"]
-CMD ["run"]
+# The supervisor restarts the bridge at once when it exits 3 (no kubelet back-off).
+CMD ["supervise", "--", "run"]

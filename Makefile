@@ -11,7 +11,7 @@ QUIX_VENV := .venv-quix
 QUIX_STAMP := $(QUIX_VENV)/.installed
 QUIX_REQUIREMENT := quixstreams==3.28.*
 
-.PHONY: install quix-venv demo test test-spark-image lint unit bench chaos clean
+.PHONY: install quix-venv demo test test-spark-image lint unit bench chaos soak clean
 
 $(STAMP): pyproject.toml
 	@command -v $(PYTHON) >/dev/null || { echo "Python 3.11+ is required (apt-get install -y python3 python3-venv)"; exit 1; }
@@ -76,6 +76,15 @@ ROUNDS ?= 10
 SEED ?= 1
 chaos: $(STAMP)
 	$(BIN)/python -m tests.chaos.nemesis --rounds $(ROUNDS) --seed $(SEED)
+
+# Soak (tests/chaos/soak.py): DURATION seconds at RATE records/s with a stateful pipeline and a
+# nemesis fault every FAULT_PERIOD seconds; RSS, fds, threads every 10 s into
+# bench/results/soak/soak.csv (+ soak.png), the exactly-once oracle at the end.
+DURATION ?= 7200
+RATE ?= 2000
+FAULT_PERIOD ?= 300
+soak: $(STAMP)
+	$(BIN)/python -m tests.chaos.soak --duration $(DURATION) --rate $(RATE) --fault-period $(FAULT_PERIOD)
 
 # The image's hash-locked dependencies (requirements/*.lock): rerun after changing the runtime
 # dependencies in pyproject.toml or requirements/build.in; reads PyPI.

@@ -171,10 +171,8 @@ class BridgeSettings(ConnectionSettings):
         30.0, gt=0, description="after SIGTERM the process is gone within this many seconds"
     )
     startup_timeout: float = Field(30.0, gt=0, description="broker reachability deadline")
-    call_timeout: float = Field(
-        30.0, gt=0, le=300,
-        description="timeout of each blocking Kafka call; the watchdog exits 15 s after it",
-    )  # fmt: skip
+    call_timeout: float = Field(30.0, gt=0, le=300, description="each blocking Kafka call's")
+    stuck_call_timeout: float | None = Field(None, gt=0, le=315, description="watchdog, exit 3")
 
     state_dir: Path = Field(Path(".state"), description="RocksDB stores live here")
     state_cache_max_bytes: int = Field(64 * 1024 * 1024, gt=0)

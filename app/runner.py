@@ -163,6 +163,9 @@ def _run(bridge: Bridge) -> int:
     except InstanceFenced as exc:
         log.error("fenced: %s", exc)
         code = EXIT_FENCED
+    except ConfigError as exc:  # found while running: state in a newer format than ours
+        log.error("%s", exc)
+        code = EXIT_CONFIG
     except BridgeError as exc:
         log.error("fatal: %s; exiting so Kubernetes restarts the instance", exc)
         code = EXIT_FATAL

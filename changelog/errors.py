@@ -4,7 +4,9 @@
 
     ChangelogError              root: everything this package raises on purpose
     ├── ChangelogConfigError    a name, topic or topic setting a changelog cannot use; the
-    │                           message names it and what to do
+    │   │                       message names it and what to do
+    │   └── ChangelogFormatError  state written in a newer format than this code reads
+    │                           (a downgrade past a format change): restarting cannot help
     └── ChangelogReadError      restore cannot read a changelog or apply one of its records
 
 The package imports nothing from ``app``: the bridge maps these to its own tree where it calls
@@ -28,6 +30,10 @@ class ChangelogError(Exception):
 
 class ChangelogConfigError(ChangelogError):
     """A changelog name, topic or topic setting is unusable; the message names it."""
+
+
+class ChangelogFormatError(ChangelogConfigError):
+    """A changelog record or state directory is in a format newer than this code reads."""
 
 
 class ChangelogReadError(ChangelogError):

@@ -15,7 +15,14 @@ from typing import Any, Protocol
 
 from changelog.errors import ChangelogReadError
 from changelog.filter import should_apply
-from changelog.format import CF_HEADER, PROCESSED_OFFSETS_HEADER, decode_processed_offsets
+from changelog.format import (
+    CF_HEADER,
+    PROCESSED_OFFSETS_HEADER,
+    VERSION_HEADER,
+    check_format_version,
+    decode_format_version,
+    decode_processed_offsets,
+)
 
 _DECISION_MEMO_MAX = 10_000  # distinct header values whose filter decision is remembered
 
@@ -145,7 +152,9 @@ class RestoreTask:
 
     def _restore_run(self, s: _Slice, headers: Any, start: int, end: int) -> None:
         """Apply or skip ``s.messages[start:end]``, which all carry ``headers``."""
-        cf, raw = _changelog_headers(headers)
+        cf, raw, version = _changelog_headers(headers)
+        if version is not None:
+            self._check_version(version, s.messages[start])
         if raw is not None and not self._decide(raw, s.messages[start]):
             self.skipped += end - start
             return
@@ -193,6 +202,16 @@ class RestoreTask:
             f"this topic was not written as a state changelog"
         )
 
+    def _check_version(self, raw: bytes, msg: Any) -> None:
+        """Refuse a record in a newer state format (version 1 is the only one so far: an
+        older version would be translated here, before the filter rule reads the headers)."""
+        where = f"changelog {self.changelog}[{self.partition}]@{msg.offset()}"
+        try:
+            version = decode_format_version(raw)
+        except ValueError as exc:
+            raise ChangelogReadError(f"{where}: {exc}") from None
+        check_format_version(version, where)
+
     def _decide(self, raw: bytes, msg: Any) -> bool:
         keep = self.decisions.get(raw)
         if keep is not None:
@@ -209,18 +228,25 @@ class RestoreTask:
         return keep
 
 
-def _changelog_headers(headers: Any) -> tuple[bytes | None, bytes | None]:
-    """(column family, processed offsets) from headers in any order, either may be absent."""
-    try:  # the layout our writer and Quix's write: column family, processed offsets
-        (cf_name, cf), (raw_name, raw) = headers
-        if cf_name == CF_HEADER and raw_name == PROCESSED_OFFSETS_HEADER:
-            return cf, raw
+_LAYOUT = (CF_HEADER, PROCESSED_OFFSETS_HEADER, VERSION_HEADER)
+Found = tuple[bytes | None, bytes | None, bytes | None]
+
+
+def _changelog_headers(headers: Any) -> Found:
+    """(column family, processed offsets, format version) from headers in any order, each may
+    be absent (no version: a record of format 1, written before the header or by Quix)."""
+    try:  # the layout our writer writes: column family, processed offsets, version
+        (cf_name, cf), (raw_name, raw), (v_name, version) = headers
+        if (cf_name, raw_name, v_name) == _LAYOUT:
+            return cf, raw, version
     except (TypeError, ValueError):
         pass
-    cf = raw = None
+    cf = raw = version = None
     for name, value in headers or ():
         if name == CF_HEADER:
             cf = value
         elif name == PROCESSED_OFFSETS_HEADER:
             raw = value
-    return cf, raw
+        elif name == VERSION_HEADER:
+            version = value
+    return cf, raw, version

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from confluent_kafka import KafkaException
 
-from app.commands import completion, dlq, lag, produce, tail, topics, verify
+from app.commands import completion, dlq, lag, produce, supervise, tail, topics, verify
 from app.commands.settings import EXIT_CODES, settings_epilog, unknown_env_warnings
 from app.config import BridgeSettings, load_settings
 from app.errors import ConfigError
@@ -113,6 +113,7 @@ def build_parser() -> argparse.ArgumentParser:
     run = _bridge_command(sub, "run", "run the bridge (config from BRIDGE_* env / --config)")
     run.add_argument("--pipeline", help="Python pipeline as module:attr (or BRIDGE_PIPELINE)")
     run.set_defaults(func=cmd_run)
+    supervise.add_parser(sub)
 
     check = _bridge_command(
         sub, "check-config", "print the effective config (secrets masked), compile the pipeline"

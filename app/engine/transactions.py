@@ -42,6 +42,7 @@ class Transactions:
         call_timeout: librdkafka timeout of each blocking call; retriable errors are retried
             until it has passed, then the outcome is unknown (fatal).
         watchdog: bounds each blocking call (``call_timeout`` + a margin).
+        stuck_after: the watchdog's deadline per call instead (``stuck_call_timeout``).
         reset_offset: where a partition with no committed offset is rewound to.
         max_recreations: producer re-creations in a row without a commit in between before
             giving up (exit 3): a live twin would otherwise fence us forever.
@@ -60,6 +61,7 @@ class Transactions:
         reset_offset: int = OFFSET_BEGINNING,
         max_recreations: int = 3,
         where: str = "",
+        stuck_after: float | None = None,
     ) -> None:
         self._new_producer = new_producer
         self._producer = new_producer()
@@ -71,6 +73,7 @@ class Transactions:
         self._reset_offset = reset_offset
         self._max_recreations = max_recreations
         self._where = where
+        self._stuck_after = stuck_after or call_timeout + _GRACE_S
         self._recreations = 0
         self._open = False
         self._discard: list[Callable[[], None]] = []
@@ -240,7 +243,7 @@ class Transactions:
             discard()
 
     def _flush_and_commit_offsets(self, offsets: list[TopicPartition]) -> None:
-        with self._watchdog.guard("flush", self._timeout + _GRACE_S, "output brokers"):
+        with self._watchdog.guard("flush", self._stuck_after, "output brokers"):
             remaining = self._producer.flush(self._timeout)
         if remaining:
             raise CheckpointAborted(f"{remaining} records not delivered within {self._timeout}s")
@@ -258,7 +261,7 @@ class Transactions:
         pause = _RETRY_PAUSE_S[0]
         while True:
             try:
-                with self._watchdog.guard(what, self._timeout + _GRACE_S, self._where):
+                with self._watchdog.guard(what, self._stuck_after, self._where):
                     return fn()
             except KafkaException as exc:
                 reaction = classify(exc)

@@ -33,7 +33,7 @@ from app.errors import KafkaFatalError
 from app.kafka.access import check_acls, connect, transactional_access_error
 from app.kafka.admin import require_topics
 from app.kafka.catalog import TopicCatalog
-from app.kafka.defaults import consumer_config, producer_config
+from app.kafka.defaults import consumer_config, producer_config, stuck_call_deadline
 from app.kafka.errors import describe
 from app.kafka.ports import ConsumerPort, KafkaValue
 from app.offsets import GroupOffsets, OffsetStore, TargetOffsets
@@ -161,8 +161,11 @@ def build(
     consumer = _consumer(settings)
     collector = RecordCollector(metrics=metrics)  # the producer is bound below
     pconf = _producer_config(settings, pipeline, common, batch_limit, collector)
+    stuck = settings.stuck_call_timeout or stuck_call_deadline(
+        settings.call_timeout, settings.kafka, settings.consumer, settings.producer
+    )
     tasks: TaskAssignment | None = None
-    offsets: OffsetStore = GroupOffsets(consumer, watchdog, settings.call_timeout)
+    offsets: OffsetStore = GroupOffsets(consumer, watchdog, settings.call_timeout, stuck)
     if settings.cross_cluster and settings.exactly_once:
         tasks = cross_cluster_tasks(settings, pconf, watchdog, target_admin, consumer)
         offsets = tasks.offsets
@@ -175,6 +178,7 @@ def build(
         watchdog=watchdog,
         reset_offset=_reset_offset(settings),
         where=f"transaction coordinator of {settings.transactional_id!r}",
+        stuck_after=stuck,
     )
     collector.rebind(txn.producer)
     output = Output(

@@ -93,3 +93,28 @@ def producer_config(
         conf["transactional.id"] = transactional_id
         conf["transaction.timeout.ms"] = transaction_timeout_ms
     return conf
+
+
+# librdkafka's own defaults of the timeouts a coordinator failover is bounded by.
+_LIBRDKAFKA_REQUEST_TIMEOUT_MS = 30_000
+_LIBRDKAFKA_SESSION_TIMEOUT_MS = 45_000
+STUCK_CALL_GRACE_S = 15.0  # the watchdog's margin over a call's own timeout (the cap)
+
+
+def stuck_call_deadline(
+    call_timeout: float, kafka: dict[str, Any], consumer: dict[str, Any], producer: dict[str, Any]
+) -> float:
+    """Seconds after which the watchdog ends a blocking Kafka call (exit 3), by default.
+
+    Two rounds of what a coordinator failover costs the clients: the larger of the producer's
+    ``request.timeout.ms`` (a request to the dead coordinator times out) and the consumer's
+    ``session.timeout.ms`` (the group notices a dead member), twice — once for the request
+    that hit the dead broker, once for the retry on its successor. Never more than
+    ``call_timeout`` + 15 s, the fixed deadline before: with librdkafka's defaults (30 s, 45 s)
+    that cap is what applies; with tuned timeouts (5 s, 6 s) a stuck call ends after 12 s.
+    """
+    request_ms = producer.get("request.timeout.ms", kafka.get("request.timeout.ms"))
+    session_ms = consumer.get("session.timeout.ms", kafka.get("session.timeout.ms"))
+    request = float(request_ms or _LIBRDKAFKA_REQUEST_TIMEOUT_MS) / 1000
+    session = float(session_ms or _LIBRDKAFKA_SESSION_TIMEOUT_MS) / 1000
+    return min(2 * max(request, session), call_timeout + STUCK_CALL_GRACE_S)

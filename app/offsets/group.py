@@ -30,16 +30,20 @@ class GroupOffsets:
             again, after a short pause, until it has passed.
     """
 
-    def __init__(self, consumer: ConsumerPort, guard: CallGuard, timeout: float) -> None:
+    def __init__(
+        self, consumer: ConsumerPort, guard: CallGuard, timeout: float,
+        stuck_after: float | None = None,
+    ) -> None:  # fmt: skip
         self._consumer = consumer
         self._guard = guard
         self._timeout = timeout
+        self._stuck_after = stuck_after or timeout + _GRACE_S  # the watchdog's deadline
 
     def committed(self, partitions: list[TopicPartition]) -> list[TopicPartition]:
         deadline = time.monotonic() + self._timeout
         while True:
             try:
-                with self._guard.guard("committed", self._timeout + _GRACE_S, "group coordinator"):
+                with self._guard.guard("committed", self._stuck_after, "group coordinator"):
                     return self._consumer.committed(partitions, timeout=self._timeout)
             except KafkaException as exc:
                 if not settling(exc):
@@ -60,7 +64,7 @@ class GroupOffsets:
         """Nothing: the transaction committed them to the group."""
 
     def commit(self, positions: list[TopicPartition]) -> None:
-        with self._guard.guard("commit", self._timeout + _GRACE_S, "group coordinator"):
+        with self._guard.guard("commit", self._stuck_after, "group coordinator"):
             self._consumer.commit(offsets=positions, asynchronous=False)
 
 

@@ -19,6 +19,7 @@ from app.state.backend import NoState, StateBackend
 from app.state.errors import changelog_errors
 from app.state.locking import StateDirLock
 from app.state.manager import RocksDBState
+from app.state.version import check_state_dir
 from changelog.naming import changelog_topic_name, validate_store_name
 from changelog.recovery import RESTORE_CONSUMER_DEFAULTS, Restorer
 from changelog.topics import ChangelogSpec, changelog_watermarks, ensure_changelog_topics
@@ -100,7 +101,7 @@ def make_backend(settings: BridgeSettings, pipeline: StepList) -> StateBackend:
         "isolation.level": "read_committed",
     }
     root = state_root(settings)
-    lock = StateDirLock(root)
+    lock = _lock_and_check(root)
     log.info("state: stores %s under %s, changelogs %s", stores, root, sorted(changelogs.values()))
     admin.poll(0)  # hand over the log lines the start-up requests queued (its logger setting)
 
@@ -127,6 +128,17 @@ def _source_admin(settings: BridgeSettings) -> AdminClient:
         {"bootstrap.servers": source.bootstrap_servers, **source.client_common(),
          **librdkafka_logging()}
     )  # fmt: skip
+
+
+def _lock_and_check(root: Path) -> StateDirLock:
+    """Lock the state directory, then check its format (docs/state.md, Upgrades)."""
+    lock = StateDirLock(root)
+    try:
+        check_state_dir(root)
+    except ConfigError:
+        lock.release()
+        raise
+    return lock
 
 
 def _partition_count(admin: Any, topic: str, timeout: float) -> int:

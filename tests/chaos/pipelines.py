@@ -41,3 +41,12 @@ def _stall_once(value: Any) -> Any:
 
 
 stall_once = Pipeline().map(_stall_once)
+
+
+def _record_id(value: Any) -> Any:
+    return value["id"]
+
+
+# The soak's pipeline (tests/chaos/soak.py): keyed state (one entry per id) that grows until its
+# TTL and then stays flat, and every record passes (ids are unique), so the oracle applies.
+soak = Pipeline().dedupe(by=_record_id, ttl=600, name="seen")

@@ -333,7 +333,7 @@ def test_probes_and_ports(manifests: Callable[..., list[Manifest]]) -> None:
     assert container["livenessProbe"]["httpGet"] == {"path": "/livez", "port": "http"}
     assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "http"}
     assert container["startupProbe"]["httpGet"]["path"] == "/livez"
-    assert container["args"] == ["run"]
+    assert container["args"] == ["supervise", "--", "run"]
 
 
 def test_services_select_the_bridge_pods(manifests: Callable[..., list[Manifest]]) -> None:

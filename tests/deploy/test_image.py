@@ -89,7 +89,7 @@ def image_config(image: str) -> dict[str, Any]:
 def test_image_runs_as_non_root_with_exec_form_entrypoint(image: str) -> None:
     config = image_config(image)
     assert config["Entrypoint"] == ["eos-bridge"]
-    assert config["Cmd"] == ["run"]
+    assert config["Cmd"] == ["supervise", "--", "run"]
     assert config["User"] == f"{UID}:{UID}"
     assert "9000/tcp" in config["ExposedPorts"]
     env = dict(e.split("=", 1) for e in config["Env"])

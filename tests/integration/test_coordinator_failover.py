@@ -10,6 +10,7 @@ machine is slower, not wrong).
 from __future__ import annotations
 
 import contextlib
+import sys
 import time
 
 import pytest
@@ -17,6 +18,7 @@ from confluent_kafka import ElectionType, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from devkit.kafka import LocalKafka
+from devkit.kafka.cluster import free_port
 from tests.integration.conftest import MakeBridge
 from tests.integration.test_bridge_eos import assert_exactly_once
 from tests.support.bridge import BridgeProcess, base_settings, json_records, wait_caught_up
@@ -89,6 +91,26 @@ def colocated_group(
 
 
 def test_coordinator_broker_sigkill_five_times(cluster3: LocalKafka, bridges: MakeBridge) -> None:
+    _five_kills(cluster3, bridges, supervised=False)
+
+
+# Timeouts a cluster fails over within (as the chaos suite's): stuck_call_timeout = 2 x 6 s.
+FAST_FAILOVER: dict[str, object] = {
+    "kafka": {"socket.timeout.ms": 5000, "reconnect.backoff.max.ms": 1000},
+    "consumer": {"session.timeout.ms": 6000, "heartbeat.interval.ms": 1000},
+    "producer": {"request.timeout.ms": 5000},
+}
+
+
+def test_coordinator_broker_sigkill_five_times_supervised(
+    cluster3: LocalKafka, bridges: MakeBridge
+) -> None:
+    """The image's way: ``eos-bridge supervise -- run`` with failover-sized timeouts; the test
+    never restarts anything, the supervisor does (each restart and its cost are printed)."""
+    _five_kills(cluster3, bridges, supervised=True)
+
+
+def _five_kills(cluster3: LocalKafka, bridges: MakeBridge, supervised: bool) -> None:
     kafka = KafkaFixture(cluster3.bootstrap, replication=3)
     admin = AdminClient({"bootstrap.servers": cluster3.bootstrap})
     group, target, internal = colocated_group(kafka, admin)
@@ -99,7 +121,13 @@ def test_coordinator_broker_sigkill_five_times(cluster3: LocalKafka, bridges: Ma
         kafka, src, out, dlq, group_id=group, call_timeout=CALL_TIMEOUT_S,
         pipeline="tests.pipelines:tagged", batch_size=50, transaction_timeout_ms=30000,
     )  # fmt: skip
-    bridge: BridgeProcess = bridges(**settings).start()
+    if supervised:  # ("kafka" is also base_settings' first parameter)
+        settings.update(FAST_FAILOVER, http_port=free_port())  # "ready again after" lines
+    bridge: BridgeProcess = bridges(**settings)
+    if supervised:
+        bridge.command = [sys.executable, "-m", "app", "supervise", "--max-restarts", "10",
+                          "--", "run"]  # fmt: skip
+    bridge.start()
     exits: list[int] = []
 
     def committed() -> int:
@@ -107,6 +135,7 @@ def test_coordinator_broker_sigkill_five_times(cluster3: LocalKafka, bridges: Ma
 
     def supervise() -> None:
         if not bridge.running():
+            assert not supervised, f"the supervisor gave up: {bridge.logs()[-3000:]}"
             exits.append(bridge.wait(0))  # the watchdog's exit 3: restart, as a pod would
             assert exits[-1] == 3, bridge.logs()[-3000:]
             bridge.start()
@@ -139,5 +168,8 @@ def test_coordinator_broker_sigkill_five_times(cluster3: LocalKafka, bridges: Ma
     wait_caught_up(kafka, group, src, 600, [bridge])
     assert bridge.terminate() == 0, bridge.logs()[-3000:]
     assert_exactly_once(kafka, src, out)
-    print(f"restarts by the watchdog: {len(exits)} of 5 kills; starts: {bridge.starts}; "
+    restarts = [ln for ln in bridge.logs().splitlines() if "app.supervise" in ln]
+    exits += [int(ln.split("bridge exited ")[1][0]) for ln in restarts if "bridge exited" in ln]
+    print(f"restarts (exit codes {exits}): {len(exits)} for 5 kills; starts: {bridge.starts}; "
           f"processing again after {', '.join(f'{t:.0f}' for t in recovered)} s")  # fmt: skip
+    print("\n".join(ln.split(" ", 2)[-1] for ln in restarts))

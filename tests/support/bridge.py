@@ -26,13 +26,20 @@ def _on_main_thread() -> bool:
 
 
 class BridgeProcess:
-    """One bridge instance; ``env`` entries become BRIDGE_* settings."""
+    """One bridge instance; ``env`` entries become BRIDGE_* settings.
+
+    ``command``, ``pythonpath`` and ``cwd`` say which code runs (the working tree by default;
+    the rolling upgrade test points them at an earlier version's wheel).
+    """
 
     def __init__(self, log_dir: Path, name: str = "bridge", **settings: Any) -> None:
         self.log_path = log_dir / f"{name}.log"
         self.settings = {"http_port": 0, "log_level": "INFO", **settings}
         self.proc: subprocess.Popen[bytes] | None = None
         self.starts = 0
+        self.command = [sys.executable, "-m", "app", "run"]
+        self.pythonpath = str(REPO)
+        self.cwd = REPO
 
     def env(self) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if not k.startswith("BRIDGE_")}
@@ -40,7 +47,7 @@ class BridgeProcess:
             if isinstance(value, list | dict):
                 value = orjson.dumps(value).decode()
             env[f"BRIDGE_{key.upper()}"] = str(value)
-        env["PYTHONPATH"] = str(REPO)
+        env["PYTHONPATH"] = self.pythonpath
         return env
 
     def start(self) -> BridgeProcess:
@@ -48,11 +55,11 @@ class BridgeProcess:
         with open(self.log_path, "ab") as log:
             log.write(f"\n===== start #{self.starts} =====\n".encode())
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "app", "run"],
+                self.command,
                 env=self.env(),
                 stdout=log,
                 stderr=subprocess.STDOUT,
-                cwd=REPO,
+                cwd=self.cwd,
                 # PDEATHSIG follows the starting *thread*: only the main thread lives as long
                 # as the test run, so bridges started from helper threads are not tied.
                 preexec_fn=die_with_parent if _on_main_thread() else None,

@@ -10,12 +10,16 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from changelog.errors import ChangelogConfigError
+from changelog.errors import ChangelogConfigError, ChangelogFormatError
 from changelog.filter import NO_COMMITTED_OFFSET, should_apply
 from changelog.format import (
     CF_HEADER,
     PROCESSED_OFFSETS_HEADER,
+    STATE_FORMAT_VERSION,
+    VERSION_HEADER,
     changelog_headers,
+    check_format_version,
+    decode_format_version,
     decode_processed_offsets,
     encode_processed_offsets,
     processed_offset,
@@ -48,11 +52,32 @@ def test_processed_offsets_header_is_byte_identical_to_quix(
 
 
 def test_headers_of_a_record() -> None:
-    headers = dict(changelog_headers("default", {"orders": 41}))
-    assert headers == {CF_HEADER: b"default", PROCESSED_OFFSETS_HEADER: b'{"orders":41}'}
+    headers = changelog_headers("default", {"orders": 41})
+    assert headers == [
+        (CF_HEADER, b"default"),
+        (PROCESSED_OFFSETS_HEADER, b'{"orders":41}'),
+        (VERSION_HEADER, str(STATE_FORMAT_VERSION).encode()),
+    ], "Quix's two headers first, in Quix's order; the format version last"
     assert encode_processed_offsets(None) == b"null"
     assert decode_processed_offsets(None) is None
     assert decode_processed_offsets(b"null") is None
+
+
+def test_format_version_header() -> None:
+    assert decode_format_version(None) == 1, "no header: written before versions, format 1"
+    assert decode_format_version(b"1") == 1
+    assert decode_format_version(b"12") == 12
+    for raw in (b"", b"0", b"-1", b"v2", b"1.5"):
+        with pytest.raises(ValueError, match=r"eos\.state\.v"):
+            decode_format_version(raw)
+
+
+def test_a_newer_format_version_is_refused_naming_where() -> None:
+    check_format_version(STATE_FORMAT_VERSION, "here")
+    check_format_version(1, "here")
+    with pytest.raises(ChangelogFormatError, match=r"^cl\[3\]@7: state format version 2 is newer"):
+        check_format_version(STATE_FORMAT_VERSION + 1, "cl[3]@7")
+    assert issubclass(ChangelogFormatError, ChangelogConfigError), "exit 2, like a config error"
 
 
 @pytest.mark.parametrize("raw", [b"[1]", b'{"t": "x"}', b'{"t": true}', b"{"])

@@ -8,8 +8,9 @@ import pytest
 from confluent_kafka import KafkaError
 
 from app.kafka.errors import consumer_retriable
-from changelog.errors import ChangelogReadError
-from changelog.format import changelog_headers
+from changelog.errors import ChangelogFormatError, ChangelogReadError
+from changelog.format import CF_HEADER, VERSION_HEADER, changelog_headers
+from changelog.format import PROCESSED_OFFSETS_HEADER as OFFSETS
 from changelog.recovery import Restorer
 from changelog.restore_task import RestoreTask
 
@@ -186,6 +187,27 @@ def test_records_without_headers_are_not_a_changelog() -> None:
         ChangelogReadError, match=r"changelog cl\[0\]@0: no __column_family__ header"
     ):
         restorer.run(float("inf"))
+
+
+def test_records_of_each_format_version() -> None:
+    """Format 1 with and without the version header (older bridges, Quix) restores alike;
+    a newer version stops the restore naming the record; a malformed one too."""
+    legacy = Msg("cl", 0, 0, b"a", b"1", [(CF_HEADER, b"default"), (OFFSETS, b'{"in":1}')])
+    reordered = Msg("cl", 0, 1, b"b", b"1", [(VERSION_HEADER, b"1"), (CF_HEADER, b"default")])
+    sink = Sink()
+    restorer = make_restorer(lambda: Consumer([[legacy, reordered, rec("cl", 2, b"c", b"1", 1)]],
+                                              {("cl", 0): 3}))  # fmt: skip
+    restorer.add(task("cl", sink, 3))
+    restorer.run(float("inf"))
+    assert sink.data == {(b"default", k): b"1" for k in (b"a", b"b", b"c")}
+    for version, error in ((b"2", ChangelogFormatError), (b"x", ChangelogReadError)):
+        newer = Msg("cl", 0, 5, b"a", b"2", [*changelog_headers("default", {"in": 1})[:2],
+                                             (VERSION_HEADER, version)])  # fmt: skip
+        restorer = make_restorer(lambda m=newer: Consumer([[m]], {("cl", 0): 6}))
+        restorer.add(task("cl", Sink(), 6))
+        expected = r"^changelog cl\[0\]@5: (state format version 2 is newer|eos)"
+        with pytest.raises(error, match=expected):
+            restorer.run(float("inf"))
 
 
 def test_consumer_errors() -> None:

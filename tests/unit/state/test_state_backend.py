@@ -18,7 +18,7 @@ from app.state.locking import StateDirLock
 from app.state.manager import RocksDBState
 from app.state.store import StorePartition
 from changelog.errors import ChangelogReadError
-from changelog.format import CF_HEADER, PROCESSED_OFFSETS_HEADER
+from changelog.format import CF_HEADER, PROCESSED_OFFSETS_HEADER, VERSION_HEADER
 from changelog.recovery import Restorer
 from tests.unit.fakes import FakeMessage, produce_keywords
 
@@ -90,6 +90,7 @@ def test_checkpoint_cycle(tmp_path: Path) -> None:
     assert dict(by_key[b"k"]["headers"]) == {
         CF_HEADER: b"default",
         PROCESSED_OFFSETS_HEADER: b'{"in":9}',  # position 10 → last processed offset 9
+        VERSION_HEADER: b"1",
     }
     assert by_key[b"gone"]["value"] is None  # tombstone
     assert dict(by_key[b"j"]["headers"])[PROCESSED_OFFSETS_HEADER] == b'{"in":19}'

@@ -1,0 +1,216 @@
+"""Soak: the bridge for hours at a fixed input rate with a stateful pipeline and a nemesis fault
+every few minutes, sampling what creeps (memory, file descriptors, threads) into a CSV.
+
+    make soak DURATION=7200 RATE=2000 FAULT_PERIOD=300
+    python -m tests.chaos.soak --duration 7200 --rate 2000 --fault-period 300 --out DIR
+
+Two bridge instances run ``tests.chaos.pipelines:soak`` (dedupe by id: keyed state that grows
+until its TTL, then stays flat) on the chaos rig (3 brokers behind Toxiproxy). Every
+``--sample-every`` seconds (10) a row per live instance goes into ``soak.csv``: RSS, virtual
+size, open fds, threads, CPU seconds (psutil, from outside the process), the bridge's own
+``eos_bridge_input_records_total`` and ``python_gc_*`` if its ``/metrics`` has them, and the fault
+in progress. At the end the cluster is healed and the exactly-once oracle
+(:func:`tests.support.chaos.check_exactly_once`) checks everything fed; ``summary.json`` holds
+its verdict and ``soak.png`` the plot (when matplotlib is installed; else the CSV only).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import random
+import sys
+import tempfile
+import threading
+import time
+import traceback
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import orjson
+import psutil
+
+from tests.chaos.faults import FAULTS
+from tests.chaos.scene import Scene
+from tests.support.bridge import http_get, json_records, metric
+from tests.support.chaos import Rig
+
+PIPELINE = "tests.chaos.pipelines:soak"
+# Faults that need another pipeline (stall-step stalls through tests.chaos.pipelines:stall_once).
+SOAK_FAULTS = sorted(k for k in FAULTS if k != "stall-step")
+FIELDS = ["t_s", "instance", "pid", "rss_bytes", "vms_bytes", "fds", "threads", "cpu_s",
+          "input_records", "gc_collections", "fault"]  # fmt: skip
+TICK_S = 0.5
+FIRST_ID = 10_000_000  # the rate feed's ids; the faults' own chunks use r0, r1, ...
+
+
+class RateFeed(threading.Thread):
+    """``rate`` records per second (what is behind the clock is caught up each half second,
+    so a slow produce does not lower the rate), until stopped."""
+
+    def __init__(self, scene: Scene, rate: int) -> None:
+        super().__init__(name="soak-feed", daemon=True)
+        self.scene, self.rate, self.fed = scene, rate, 0
+        self.stopped = threading.Event()
+
+    def run(self) -> None:
+        started = time.monotonic()
+        while not self.stopped.wait(TICK_S):
+            due = int(self.rate * (time.monotonic() - started)) - self.fed
+            if due > 0:
+                values, keys = json_records(due, start=FIRST_ID + self.fed)
+                self.scene.kafka.seed(self.scene.src, values, keys)
+                self.fed += due
+
+
+class Sampler(threading.Thread):
+    """A CSV row per live bridge every ``every`` seconds."""
+
+    def __init__(self, scene: Scene, path: Path, every: float) -> None:
+        super().__init__(name="soak-sampler", daemon=True)
+        self.scene, self.path, self.every = scene, path, every
+        self.fault = ""  # the fault in progress, for the rows
+        self.rows = 0
+        self.stopped = threading.Event()
+
+    def run(self) -> None:
+        started = time.monotonic()
+        with self.path.open("w", newline="") as f:
+            out = csv.writer(f)
+            out.writerow(FIELDS)
+            while not self.stopped.wait(self.every):
+                for row in self.sample(time.monotonic() - started):
+                    out.writerow(row)
+                    self.rows += 1
+                f.flush()
+
+    def sample(self, t: float) -> list[list[Any]]:
+        rows = []
+        for bridge in list(self.scene.bridges):
+            if not bridge.running():
+                continue
+            try:
+                proc = psutil.Process(bridge.pid)
+                with proc.oneshot():
+                    mem, cpu = proc.memory_info(), proc.cpu_times()
+                    fds, threads = proc.num_fds(), proc.num_threads()
+            except psutil.Error:  # it ended between the check and the look
+                continue
+            text = http_get(int(bridge.settings["http_port"]), "/metrics")[1]
+            rows.append([f"{t:.1f}", bridge.settings["instance_id"], bridge.pid, mem.rss,
+                         mem.vms, fds, threads, f"{cpu.user + cpu.system:.2f}",
+                         int(metric(text, "eos_bridge_input_records_total")),
+                         int(metric(text, "python_gc_collections_total")), self.fault])  # fmt: skip
+        return rows
+
+
+@dataclass
+class SoakResult:
+    seconds: float
+    samples: int
+    fed: int
+    faults: list[str]
+    records: int = 0
+    aborted_seen_uncommitted: int = 0
+    restarts: int = 0
+    error: str | None = None
+    plot: str | None = None
+
+
+def run(rig: Rig, out: Path, duration: float, rate: int, fault_period: float,
+        every: float = 10.0, seed: int = 1) -> SoakResult:  # fmt: skip
+    """One soak on ``rig``; writes soak.csv, summary.json (and soak.png) under ``out``."""
+    (out / "logs").mkdir(parents=True, exist_ok=True)
+    rng, started = random.Random(seed), time.monotonic()
+    scene = Scene(rig, out / "logs", records=200_000, proxied=True, pipeline=PIPELINE)
+    feed, sampler = RateFeed(scene, rate), Sampler(scene, out / "soak.csv", every)
+    result = SoakResult(0, 0, 0, [])
+    try:
+        scene.start(2)
+        scene.feed_and_commit(2000)
+        feed.start()
+        sampler.start()
+        next_fault = time.monotonic() + fault_period
+        while time.monotonic() < started + duration:
+            scene.sup.hold(min(1.0, max(0.0, started + duration - time.monotonic())))
+            if time.monotonic() >= next_fault:
+                sampler.fault = rng.choice(SOAK_FAULTS)
+                result.faults.append(sampler.fault)
+                FAULTS[sampler.fault](scene, rng)
+                rig.heal()
+                sampler.fault, next_fault = "", time.monotonic() + fault_period
+        feed.stopped.set()
+        feed.join()
+        verdict = scene.finish()  # heals, feeds a last chunk, stops the bridges, the oracle
+        result.records, result.aborted_seen_uncommitted = (
+            verdict.records,
+            verdict.aborted_uncommitted,
+        )
+    except Exception as exc:  # a violation or a stuck fault: reported, logs kept
+        result.error = f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}"
+    finally:
+        feed.stopped.set()
+        sampler.stopped.set()
+        if sampler.is_alive():
+            sampler.join()
+        scene.close()
+        result.restarts, result.samples = scene.sup.restarts, sampler.rows
+        result.fed, result.seconds = feed.fed + scene.feeder.fed, time.monotonic() - started
+        result.plot = plot(out / "soak.csv", out / "soak.png")
+        (out / "summary.json").write_bytes(orjson.dumps(asdict(result), option=orjson.OPT_INDENT_2))
+    return result
+
+
+def plot(csv_path: Path, png: Path) -> str | None:
+    """RSS, fds and threads per instance over time; None when matplotlib is not installed."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return None
+    if not csv_path.exists():  # the soak ended before its first sample
+        return None
+    with csv_path.open() as f:
+        rows = list(csv.DictReader(f))
+    fig, axes = plt.subplots(3, 1, sharex=True, figsize=(10, 8))
+    for instance in sorted({r["instance"] for r in rows}):
+        mine = [r for r in rows if r["instance"] == instance]
+        t = [float(r["t_s"]) / 60 for r in mine]
+        for ax, col, scale in zip(
+            axes, ("rss_bytes", "fds", "threads"), (2**20, 1, 1), strict=True
+        ):
+            ax.plot(t, [float(r[col]) / scale for r in mine], ".", markersize=2, label=instance)
+    for ax, label in zip(axes, ("RSS MiB", "open fds", "threads"), strict=True):
+        ax.set_ylabel(label)
+        ax.legend(loc="upper left")
+    axes[-1].set_xlabel("minutes")
+    fig.savefig(png, dpi=80)
+    plt.close(fig)
+    return str(png)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tests.chaos.soak", description=__doc__)
+    parser.add_argument("--duration", type=float, default=7200, help="seconds (default 2 h)")
+    parser.add_argument("--rate", type=int, default=2000, help="input records per second")
+    parser.add_argument("--fault-period", type=float, default=300, help="seconds between faults")
+    parser.add_argument("--sample-every", type=float, default=10.0, help="seconds between rows")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--out", type=Path, default=Path("bench/results/soak"))
+    args = parser.parse_args(argv)
+    rig = Rig(Path(tempfile.mkdtemp(prefix="eos-soak-"))).start()
+    try:
+        result = run(rig, args.out, args.duration, args.rate, args.fault_period,
+                     args.sample_every, args.seed)  # fmt: skip
+    finally:
+        rig.stop()
+    print(orjson.dumps(asdict(result), option=orjson.OPT_INDENT_2).decode())
+    print(f"command: {' '.join(sys.argv)}")
+    return 0 if result.error is None else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,234 @@
+"""Rolling upgrade with state on disk: three instances of an earlier eos-bridge (its wheel built
+from this repository's git history) rolled one at a time to the working tree while input keeps
+coming — exactly once, counts equal to a reference, no full restore the format did not ask for;
+then a state directory and a changelog record of a newer format are refused (exit 2).
+
+The contract under test is docs/state.md's "Upgrades" section (Kafka Streams keeps
+``EosV2UpgradeIntegrationTest`` for the same reason).
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+import sysconfig
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from app.state.version import FORMAT_FILE, read_version, write_version
+from changelog.format import STATE_FORMAT_VERSION, VERSION_HEADER, changelog_headers
+from changelog.naming import changelog_topic_name
+from devkit.kafka.cluster import free_port
+from tests.integration.test_state_e2e import assert_counts_exact
+from tests.support.bridge import REPO, BridgeProcess, base_settings, bridge_topics, json_records
+from tests.support.bridge import wait_caught_up as _wait_caught_up
+from tests.support.feed import Feeder
+from tests.support.kafka import KafkaFixture, wait_until
+
+pytestmark = [pytest.mark.integration, pytest.mark.chaos]
+
+# The end of wave 2 (2026-11-24): the last release before state carried a format version.
+OLD_COMMIT = "c115d902060edfba864dba7092ec32bb902a968e"
+INSTANCES = 3
+CHUNK = 200  # records per feed while the instances roll
+GUARD_S = 300  # hang guard of every wait (a loaded 2-core machine), never a timing claim
+
+
+@pytest.fixture(scope="module")
+def old_version(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A virtualenv with the earlier commit's wheel (``venv/bin/python``) and its test pipelines
+    (``pipelines/``).
+
+    The wheel is built by ``pip wheel`` in an isolated environment from pip's cache or PyPI
+    (setuptools); nothing else is downloaded: the virtualenv reaches this one's packages through
+    a ``.pth`` line (the earlier version pins the same dependencies). That line does not run
+    this virtualenv's own ``.pth`` hooks, so the working tree's editable install stays out.
+    """
+    root = tmp_path_factory.mktemp("old-eos-bridge")
+    src, wheels = root / "src", root / "wheels"
+    src.mkdir()
+    archive = subprocess.run(["git", "-C", str(REPO), "archive", OLD_COMMIT],
+                             capture_output=True, check=False)  # fmt: skip
+    assert archive.returncode == 0, (
+        f"the rolling upgrade test needs this repository's git history (commit {OLD_COMMIT}): "
+        f"{archive.stderr.decode()[-500:]} (a shallow clone: git fetch --unshallow)"
+    )
+    subprocess.run(["tar", "-x", "-C", str(src)], input=archive.stdout, check=True)
+    pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "-q"]
+    subprocess.run([*pip, "wheel", "--no-deps", "-w", str(wheels), str(src)], check=True)
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(root / "venv")], check=True)
+    site = subprocess.run(
+        [str(root / "venv" / "bin" / "python"), "-c",
+         "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        capture_output=True, text=True, check=True,
+    ).stdout.strip()  # fmt: skip
+    (Path(site) / "deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    wheel = next(wheels.glob("eos_bridge-*.whl"))
+    subprocess.run([*pip, "install", "--no-deps", "--target", site, str(wheel)], check=True)
+    pipes = root / "pipelines" / "tests"
+    pipes.mkdir(parents=True)
+    for name in ("__init__.py", "state_pipelines.py"):
+        shutil.copy(src / "tests" / name, pipes / name)
+    shutil.rmtree(src)  # from here on only the wheel's code can run
+    return root
+
+
+def _old(bridge: BridgeProcess, old: Path) -> BridgeProcess:
+    """Run ``bridge`` from the earlier version's wheel: not from the working tree."""
+    bridge.command = [str(old / "venv" / "bin" / "python"), "-m", "app.cli", "run"]  # its CLI
+    bridge.pythonpath = str(old / "pipelines")
+    bridge.cwd = old
+    return bridge
+
+
+class ContinuousFeed:
+    """Feeds CHUNK records at a time from a background thread until stopped (or the pool runs
+    dry): the instances roll under live input. How much gets fed varies; the oracle checks
+    what was."""
+
+    def __init__(self, feeder: Feeder) -> None:
+        self.feeder = feeder
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="feed", daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.2) and self.feeder.feed(CHUNK):
+            pass
+
+    def __enter__(self) -> ContinuousFeed:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+@pytest.fixture
+def instances() -> Iterator[list[BridgeProcess]]:
+    started: list[BridgeProcess] = []
+    yield started
+    for bridge in started:
+        bridge.stop()
+
+
+def _caught_up(kafka: KafkaFixture, s: dict[str, Any], running: list[BridgeProcess]) -> None:
+    """Wait until the group committed every record produced so far (the feed goes on)."""
+    src = s["input_topics"][0]
+    _wait_caught_up(kafka, s["group_id"], src, GUARD_S, running)
+
+
+def _wait_serving(b: BridgeProcess) -> None:
+    """Until the new instance holds partitions and recovered their state."""
+
+    def serving() -> bool:
+        assert b.running(), f"{b.log_path.name} exited: {b.logs()[-3000:]}"
+        return "partitions resumed" in b.logs()
+
+    wait_until(serving, GUARD_S, f"{b.log_path.name} to process its partitions", step=0.5)
+
+
+def _restores(log: str) -> list[tuple[str, int, int]]:
+    found = re.finditer(r"restoring (\S+)\[\d+\] from offset (\d+) to (\d+)", log)
+    return [(m[1], int(m[2]), int(m[3])) for m in found]
+
+
+def test_rolling_upgrade_from_an_earlier_version_stays_exactly_once(
+    kafka: KafkaFixture, tmp_path: Path, old_version: Path, instances: list[BridgeProcess]
+) -> None:
+    src, out, dlq = bridge_topics(kafka, partitions=6)
+    fast_handover = {"session.timeout.ms": 6000, "heartbeat.interval.ms": 1000}
+    s = base_settings(kafka, src, out, dlq, batch_size=500, consumer=fast_handover,
+                      pipeline="tests.state_pipelines:counting")  # fmt: skip
+    feeder = Feeder(kafka, src, *json_records(400_000))
+
+    def bridge(i: int, version: str) -> BridgeProcess:
+        own = {"instance_id": f"i{i}", "state_dir": str(tmp_path / f"state-i{i}"),
+               "http_port": free_port()}  # fmt: skip
+        b = BridgeProcess(tmp_path, f"{version}-i{i}", **{**s, **own})
+        instances.append(b)
+        return b
+
+    old = [_old(bridge(i, "old"), old_version).start() for i in range(INSTANCES)]
+    feeder.feed(5_000)
+    _caught_up(kafka, s, old)
+    new: list[BridgeProcess] = []
+    with ContinuousFeed(feeder):
+        for i in range(INSTANCES):
+            assert old[i].terminate() == 0, old[i].logs()[-3000:]
+            # The others take its partitions over (session timeout): the new version then
+            # restores changelog records an earlier version wrote, and an old instance reads
+            # what the new one writes.
+            _caught_up(kafka, s, old[i + 1 :] + new)
+            new.append(bridge(i, "new").start())
+            _wait_serving(new[i])
+            _caught_up(kafka, s, old[i + 1 :] + new)
+    _caught_up(kafka, s, new)
+    for b in new:
+        assert b.terminate() == 0, b.logs()[-3000:]
+    assert feeder.fed > 5_000 + INSTANCES * CHUNK, "the input kept coming while rolling"
+    assert_counts_exact(kafka, src, out)  # 0 duplicates, 0 missing, counts = the reference
+    _assert_no_format_restore(tmp_path, s["group_id"], old, new)
+    _newer_state_dir_is_refused(tmp_path, s, new[0])
+    _newer_changelog_record_is_refused(kafka, tmp_path, s, new[0])
+
+
+def _assert_no_format_restore(
+    tmp_path: Path, group: str, old: list[BridgeProcess], new: list[BridgeProcess]
+) -> None:
+    """The earlier version's state directories are format 1: kept, stamped, never wiped."""
+    for b in old:
+        assert "state format" not in b.logs(), "the old instances ran the working tree's code"
+    for i, b in enumerate(new):
+        log = b.logs()
+        root = tmp_path / f"state-i{i}" / group
+        assert f"state format {STATE_FORMAT_VERSION} at {root} (stamp)" in log, log[-3000:]
+        assert "local state wiped" not in log and "no in-place migration" not in log
+        assert read_version(root) == STATE_FORMAT_VERSION
+    restored = [r for b in new for r in _restores(b.logs())]
+    assert restored, "no new instance restored what an earlier version wrote (no handover?)"
+
+
+def _alone(tmp_path: Path, like: BridgeProcess, name: str) -> BridgeProcess:
+    """The working tree's bridge alone, on ``like``'s settings and state directory."""
+    return BridgeProcess(tmp_path, name, **like.settings).start()
+
+
+def _refused(b: BridgeProcess, what: str) -> str:
+    """The bridge exits 2 with one line saying ``what``; it must not start processing."""
+    wait_until(lambda: not b.running() or "partitions resumed" in b.logs(), GUARD_S,
+               f"{b.log_path.name} to refuse or to start")  # fmt: skip
+    assert not b.running(), f"{b.log_path.name} started on state it cannot read"
+    lines = [ln for ln in b.logs().splitlines() if what in ln]
+    assert b.wait(10) == 2 and len(lines) == 1, b.logs()[-3000:]
+    assert "Traceback" not in b.logs()
+    return lines[0]
+
+
+def _newer_state_dir_is_refused(tmp_path: Path, s: dict[str, Any], like: BridgeProcess) -> None:
+    """A downgrade past a format change: refused before anything is opened, left as it was."""
+    root = Path(like.settings["state_dir"]) / s["group_id"]
+    write_version(root, STATE_FORMAT_VERSION + 1)
+    line = _refused(_alone(tmp_path, like, "newer-dir"), "is newer than this eos-bridge")
+    assert f"{root / FORMAT_FILE}: state format version {STATE_FORMAT_VERSION + 1}" in line
+    assert read_version(root) == STATE_FORMAT_VERSION + 1
+    write_version(root)
+
+
+def _newer_changelog_record_is_refused(
+    kafka: KafkaFixture, tmp_path: Path, s: dict[str, Any], like: BridgeProcess
+) -> None:
+    """A changelog record a newer format wrote stops the restore that meets it (exit 2)."""
+    src = s["input_topics"][0]
+    changelog = changelog_topic_name(s["group_id"], src, "counts")
+    headers = [*changelog_headers("default", None)[:2], (VERSION_HEADER, b"99")]
+    kafka.seed(changelog, [b"1"], [b"from-the-future"], partition=0, headers=[headers])
+    shutil.rmtree(like.settings["state_dir"])  # a fresh volume: restores every partition
+    line = _refused(_alone(tmp_path, like, "newer-record"), "is newer than this eos-bridge")
+    assert f"changelog {changelog}[0]@" in line and "state format version 99" in line
