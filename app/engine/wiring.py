@@ -7,10 +7,9 @@ the start-up checks (broker reachable, topics exist, ACLs) that run before anyth
 from __future__ import annotations
 
 import logging
-import os
 from typing import Any
 
-from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, KafkaException, Producer
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer
 from confluent_kafka.admin import AdminClient, ConfigResource
 
 from app import serde
@@ -21,23 +20,17 @@ from app.engine.loop import Bridge, LoopSettings
 from app.engine.outage import RegistryOutage
 from app.engine.rebalance import Rebalancer
 from app.engine.repair import PartitionRepair
-from app.engine.tasks import (
-    UNSAFE_SHARED_ID_ENV,
-    TaskAssignment,
-    TaskProducers,
-    task_transactional_id,
-)
+from app.engine.stores import offset_store, reset_offset, stuck_after
+from app.engine.tasks import TaskAssignment
 from app.engine.transactions import Transactions
 from app.engine.watchdog import Watchdog
 from app.errors import KafkaFatalError
 from app.kafka.access import check_acls, connect, transactional_access_error
 from app.kafka.admin import require_topics
 from app.kafka.catalog import TopicCatalog
-from app.kafka.defaults import consumer_config, producer_config, stuck_call_deadline
+from app.kafka.defaults import consumer_config, producer_config
 from app.kafka.errors import describe
 from app.kafka.ports import ConsumerPort, KafkaValue
-from app.offsets import GroupOffsets, OffsetStore, TargetOffsets
-from app.offsets.target import prepare_offsets_topic
 from app.ops.health import Health
 from app.ops.logs import librdkafka_logging
 from app.ops.metrics import Metrics
@@ -161,14 +154,8 @@ def build(
     consumer = _consumer(settings)
     collector = RecordCollector(metrics=metrics)  # the producer is bound below
     pconf = _producer_config(settings, pipeline, common, batch_limit, collector)
-    stuck = settings.stuck_call_timeout or stuck_call_deadline(
-        settings.call_timeout, settings.kafka, settings.consumer, settings.producer
-    )
-    tasks: TaskAssignment | None = None
-    offsets: OffsetStore = GroupOffsets(consumer, watchdog, settings.call_timeout, stuck)
-    if settings.cross_cluster and settings.exactly_once:
-        tasks = cross_cluster_tasks(settings, pconf, watchdog, target_admin, consumer)
-        offsets = tasks.offsets
+    stuck = stuck_after(settings)
+    offsets, tasks = offset_store(settings, pconf, watchdog, target_admin, consumer, stuck)
     txn = Transactions(
         (lambda: tasks.producers) if tasks is not None else (lambda: Producer(pconf)),
         consumer,
@@ -176,7 +163,7 @@ def build(
         exactly_once=settings.exactly_once,
         call_timeout=settings.call_timeout,
         watchdog=watchdog,
-        reset_offset=_reset_offset(settings),
+        reset_offset=reset_offset(settings),
         where=f"transaction coordinator of {settings.transactional_id!r}",
         stuck_after=stuck,
     )
@@ -204,44 +191,8 @@ def build(
     )  # fmt: skip
     return assemble(
         consumer, txn, output, pipeline, state, checkpoint, metrics, health, watchdog,
-        _loop_settings(settings, replaying), formats, _reset_offset(settings), outage, tasks,
+        _loop_settings(settings, replaying), formats, reset_offset(settings), outage, tasks,
     )  # fmt: skip
-
-
-def cross_cluster_tasks(
-    settings: BridgeSettings,
-    pconf: dict[str, Any],
-    watchdog: Watchdog,
-    admin: AdminClient,
-    consumer: Consumer,
-) -> TaskAssignment:
-    """Two clusters, exactly-once: one transactional producer per input partition and the
-    positions in the target's offsets topic (docs/cross-cluster.md)."""
-    topic = settings.offsets_topic or f"{settings.group_id}.offsets"
-    prepare_offsets_topic(admin, topic, settings.startup_timeout)
-    group = settings.group_id
-    prefix = (
-        f"{settings.transactional_id_prefix}-{group}" if settings.transactional_id_prefix else group
-    )
-    unsafe = os.environ.get(UNSAFE_SHARED_ID_ENV) == "1"  # test-only: no per-partition fencing
-    if unsafe:
-        log.warning("%s=1: every task shares %s (NOT exactly-once)", UNSAFE_SHARED_ID_ENV,
-                    settings.transactional_id)  # fmt: skip
-    shared = settings.transactional_id
-    producers = TaskProducers(
-        lambda txn_id: Producer({**pconf, "transactional.id": txn_id}),
-        (lambda _: shared) if unsafe else (lambda n: task_transactional_id(prefix, n)),
-        watchdog,
-        settings.call_timeout,
-    )  # fmt: skip
-    target = settings.target_cluster()
-    reader = {"bootstrap.servers": target.bootstrap_servers, **target.client_common(),
-              **librdkafka_logging()}  # fmt: skip
-    offsets = TargetOffsets(
-        reader, topic, group, settings.transactional_id, watchdog, settings.call_timeout,
-        mirror=consumer if settings.mirror_offsets_to_source else None,
-    )  # fmt: skip
-    return TaskAssignment(producers, offsets, _reset_offset(settings))
 
 
 def _consumer(settings: BridgeSettings) -> Consumer:
@@ -391,11 +342,3 @@ def _init_transactions(txn: Transactions, common: dict[str, KafkaValue], txn_id:
         if refused is not None:
             raise refused from None
         raise
-
-
-def _reset_offset(settings: BridgeSettings) -> int:
-    return OFFSET_END if _starts_from_end(settings) else OFFSET_BEGINNING
-
-
-def _starts_from_end(settings: BridgeSettings) -> bool:
-    return str(settings.consumer.get("auto.offset.reset", "earliest")) == "latest"

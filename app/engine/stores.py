@@ -1,0 +1,94 @@
+"""Where the input positions live: the source group (one cluster, KIP-447) or the target's
+offsets topic with one transactional producer per input partition (two clusters,
+docs/cross-cluster.md) — the composition's one choice of :class:`OffsetStore`."""
+
+from __future__ import annotations
+
+import logging
+import os
+from typing import Any
+
+from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, Producer
+from confluent_kafka.admin import AdminClient
+
+from app.config import BridgeSettings
+from app.engine.tasks import (
+    UNSAFE_SHARED_ID_ENV,
+    TaskAssignment,
+    TaskProducers,
+    task_transactional_id,
+)
+from app.engine.watchdog import Watchdog
+from app.kafka.defaults import stuck_call_deadline
+from app.offsets import GroupOffsets, OffsetStore, TargetOffsets
+from app.offsets.target import prepare_offsets_topic
+from app.ops.logs import librdkafka_logging
+
+log = logging.getLogger(__name__)
+
+
+def stuck_after(settings: BridgeSettings) -> float:
+    """The watchdog's deadline for one blocking call (``stuck_call_timeout`` or derived)."""
+    return settings.stuck_call_timeout or stuck_call_deadline(
+        settings.call_timeout, settings.kafka, settings.consumer, settings.producer
+    )
+
+
+def offset_store(
+    settings: BridgeSettings,
+    pconf: dict[str, Any],
+    watchdog: Watchdog,
+    target_admin: AdminClient,
+    consumer: Consumer,
+    stuck: float,
+) -> tuple[OffsetStore, TaskAssignment | None]:
+    """The store of input positions, and the task producers when there are several."""
+    if settings.cross_cluster and settings.exactly_once:
+        tasks = cross_cluster_tasks(settings, pconf, watchdog, target_admin, consumer)
+        return tasks.offsets, tasks
+    return GroupOffsets(consumer, watchdog, settings.call_timeout, stuck), None
+
+
+def cross_cluster_tasks(
+    settings: BridgeSettings,
+    pconf: dict[str, Any],
+    watchdog: Watchdog,
+    admin: AdminClient,
+    consumer: Consumer,
+) -> TaskAssignment:
+    """Two clusters, exactly-once: one transactional producer per input partition and the
+    positions in the target's offsets topic (docs/cross-cluster.md)."""
+    topic = settings.offsets_topic or f"{settings.group_id}.offsets"
+    prepare_offsets_topic(admin, topic, settings.startup_timeout)
+    group = settings.group_id
+    prefix = (
+        f"{settings.transactional_id_prefix}-{group}" if settings.transactional_id_prefix else group
+    )
+    unsafe = os.environ.get(UNSAFE_SHARED_ID_ENV) == "1"  # test-only: no per-partition fencing
+    if unsafe:
+        log.warning("%s=1: every task shares %s (NOT exactly-once)", UNSAFE_SHARED_ID_ENV,
+                    settings.transactional_id)  # fmt: skip
+    shared = settings.transactional_id
+    producers = TaskProducers(
+        lambda txn_id: Producer({**pconf, "transactional.id": txn_id}),
+        (lambda _: shared) if unsafe else (lambda n: task_transactional_id(prefix, n)),
+        watchdog,
+        settings.call_timeout,
+    )  # fmt: skip
+    target = settings.target_cluster()
+    reader = {"bootstrap.servers": target.bootstrap_servers, **target.client_common(),
+              **librdkafka_logging()}  # fmt: skip
+    offsets = TargetOffsets(
+        reader, topic, group, settings.transactional_id, watchdog, settings.call_timeout,
+        mirror=consumer if settings.mirror_offsets_to_source else None,
+    )  # fmt: skip
+    return TaskAssignment(producers, offsets, reset_offset(settings))
+
+
+def reset_offset(settings: BridgeSettings) -> int:
+    """Where a partition without a committed position starts (``auto.offset.reset``)."""
+    return OFFSET_END if _starts_from_end(settings) else OFFSET_BEGINNING
+
+
+def _starts_from_end(settings: BridgeSettings) -> bool:
+    return str(settings.consumer.get("auto.offset.reset", "earliest")) == "latest"
