@@ -84,8 +84,13 @@ import_tarball() {
 }
 
 main() {
-  ensure_tools
   local cache="${EOS_BRIDGE_HOME:-$HOME/.cache/eos-bridge}/images"
+  mkdir -p "$cache"
+  # One build at a time (tools/prefetch.sh may be building already; apt-get and debootstrap
+  # do not share): wait for the lock, then find the image or build it.
+  exec {lock}>"$cache/.build_base.lock"
+  flock "$lock"
+  ensure_tools
   local key image tarball
   key="$(cache_key)"
   image="localhost/eos-bridge-base:$SUITE-$key"
