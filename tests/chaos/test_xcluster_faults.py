@@ -118,3 +118,22 @@ def test_sigkill_target_transaction_coordinator(
     rig.heal()
     scene.finish()
     print(f"killed broker {node} (coordinator of {scene.task_id}); {scene.recovery()}")
+
+
+def test_sigkill_source_partition_leader(
+    kafka: KafkaFixture, rig: Rig, tmp_path: Path, xscenes: list[XScene]
+) -> None:
+    """Source: the rig; target: the session broker. SIGKILL the leader of source partition 0
+    inside an open transaction on the target, go on with two brokers, restart it."""
+    scene = XScene(rig.kafka, kafka, tmp_path, rig.cluster.bootstrap, kafka.bootstrap)
+    xscenes.append(scene)
+    scene.bridge.start()
+    scene.feed_and_commit(2 * CHUNK)
+    node = rig.leader(scene.src, 0)
+    scene.open_transaction()
+    rig.cluster.kill(node)
+    scene.feed_and_commit(CHUNK)  # the source's partitions move to the other two brokers
+    rig.cluster.restart(node)
+    rig.heal()
+    scene.finish()
+    print(f"killed broker {node} (leader of {scene.src}[0]); {scene.recovery()}")
