@@ -16,9 +16,10 @@ from typing import Any
 import pytest
 
 from tests.support.bridge import BridgeProcess, base_settings, json_records
-from tests.support.chaos import FAST_FAULTS, Rig, Supervisor
+from tests.support.chaos import FAST_FAULTS, SESSION_TIMEOUT_MS, Rig, Supervisor
 from tests.support.feed import Feeder, open_records
 from tests.support.kafka import KafkaFixture
+from tests.support.toxiproxy import toxic_everywhere
 from tests.support.xcluster import assert_counts_exact_across, target_positions, xcaught_up
 
 pytestmark = [pytest.mark.integration, pytest.mark.chaos]
@@ -137,3 +138,24 @@ def test_sigkill_source_partition_leader(
     rig.heal()
     scene.finish()
     print(f"killed broker {node} (leader of {scene.src}[0]); {scene.recovery()}")
+
+
+def test_network_cut_to_target_past_session_timeout(
+    kafka: KafkaFixture, rig: Rig, tmp_path: Path, xscenes: list[XScene]
+) -> None:
+    """Source: the session broker; target: the rig, which the bridge reaches only through
+    Toxiproxy. Inside an open transaction every byte between the bridge and the target is
+    swallowed (a ``timeout`` toxic with timeout=0 on both directions of the three proxies: no
+    answer, no reset, as a network partition) for twice the session timeout, then restored."""
+    scene = XScene(kafka, rig.kafka, tmp_path, kafka.bootstrap, rig.proxied_bootstrap)
+    xscenes.append(scene)
+    scene.bridge.start()
+    scene.feed_and_commit(2 * CHUNK)
+    scene.open_transaction()
+    toxic_everywhere(rig.proxy, ["b1", "b2", "b3"], "timeout", timeout=0)
+    scene.feeder.feed(CHUNK)
+    scene.sup.hold(2 * SESSION_TIMEOUT_MS / 1000)  # the fault's span, not a synchronisation
+    rig.proxy.heal()
+    rig.heal()
+    scene.finish()
+    print(f"cut the target for {2 * SESSION_TIMEOUT_MS} ms; {scene.recovery()}")
