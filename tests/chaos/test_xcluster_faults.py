@@ -159,3 +159,24 @@ def test_network_cut_to_target_past_session_timeout(
     rig.heal()
     scene.finish()
     print(f"cut the target for {2 * SESSION_TIMEOUT_MS} ms; {scene.recovery()}")
+
+
+def test_network_cut_to_source_past_session_timeout(
+    kafka: KafkaFixture, rig: Rig, tmp_path: Path, xscenes: list[XScene]
+) -> None:
+    """Source: the rig, reached by the bridge only through Toxiproxy; target: the session
+    broker. Inside an open transaction on the target every byte between the bridge and the
+    source is swallowed for twice the session timeout (the source group drops the member),
+    then restored."""
+    scene = XScene(rig.kafka, kafka, tmp_path, rig.proxied_bootstrap, kafka.bootstrap)
+    xscenes.append(scene)
+    scene.bridge.start()
+    scene.feed_and_commit(2 * CHUNK)
+    scene.open_transaction()
+    toxic_everywhere(rig.proxy, ["b1", "b2", "b3"], "timeout", timeout=0)
+    scene.feeder.feed(CHUNK)
+    scene.sup.hold(2 * SESSION_TIMEOUT_MS / 1000)  # the fault's span, not a synchronisation
+    rig.proxy.heal()
+    rig.heal()
+    scene.finish()
+    print(f"cut the source for {2 * SESSION_TIMEOUT_MS} ms; {scene.recovery()}")
