@@ -202,13 +202,17 @@ class TaskProducers:
     # ---- helpers ---------------------------------------------------------------------------
 
     def _raise_fenced(self, txn_id: str, exc: KafkaException) -> None:
-        """A fenced task producer: another instance owns the task now. Re-initialising it
-        would fence the rightful owner, so exit 3 and rejoin the group on restart."""
+        """A fenced task producer: another instance owns the task now, or the target's
+        coordinator aborted the transaction past ``transaction_timeout_ms`` (which bumps the
+        epoch too, e.g. after the target was unreachable that long). Re-initialising it could
+        fence the rightful owner, so exit 3 and rejoin the group on restart."""
         if classify(exc) in (Reaction.RECREATE, Reaction.FATAL):
             self._failed = True
             raise KafkaFatalError(
                 f"task producer {txn_id} was fenced or failed ({describe(exc)}): another "
-                f"instance owns its input partition now; exiting so the restart rejoins the group"
+                f"instance owns its input partition now (or, with none, the target's "
+                f"transaction coordinator aborted its transaction past transaction_timeout_ms); "
+                f"exiting so the restart rejoins the group"
             ) from exc
 
     def _call(self, what: str, fn: Callable[[float], None]) -> None:
