@@ -83,8 +83,9 @@ chaos: $(STAMP)
 DURATION ?= 7200
 RATE ?= 2000
 FAULT_PERIOD ?= 300
+FAULTS ?= all
 soak: $(STAMP)
-	$(BIN)/python -m tests.chaos.soak --duration $(DURATION) --rate $(RATE) --fault-period $(FAULT_PERIOD)
+	$(BIN)/python -m tests.chaos.soak --duration $(DURATION) --rate $(RATE) --fault-period $(FAULT_PERIOD) --faults $(FAULTS)
 
 # The image's hash-locked dependencies (requirements/*.lock): rerun after changing the runtime
 # dependencies in pyproject.toml or requirements/build.in; reads PyPI.

@@ -34,6 +34,7 @@ from app.kafka.ports import ConsumerPort, KafkaValue
 from app.ops.health import Health
 from app.ops.logs import librdkafka_logging
 from app.ops.metrics import Metrics
+from app.ops.resources import client_stats
 from app.pipeline.builder import Pipeline, load_pipeline
 from app.pipeline.spec import load_spec
 from app.serde import Role
@@ -150,7 +151,7 @@ def build(
     topics, topic_limits, target_admin = preflight(settings)
     batch_limit = min(topic_limits.values(), default=None)
     formats, outage = build_formats(settings, health)
-    common = {**settings.target_cluster().client_common(), **librdkafka_logging()}  # producer's
+    common = _producer_common(settings)
     consumer = _consumer(settings)
     collector = RecordCollector(metrics=metrics)  # the producer is bound below
     pconf = _producer_config(settings, pipeline, common, batch_limit, collector)
@@ -195,6 +196,15 @@ def build(
     )  # fmt: skip
 
 
+def _producer_common(settings: BridgeSettings) -> dict[str, KafkaValue]:
+    """The producer's client settings (target cluster, logging, queue statistics)."""
+    return {
+        **settings.target_cluster().client_common(),
+        **librdkafka_logging(),
+        **client_stats("producer"),
+    }
+
+
 def _consumer(settings: BridgeSettings) -> Consumer:
     """The group consumer, on the source cluster."""
     source = settings.source()
@@ -202,7 +212,8 @@ def _consumer(settings: BridgeSettings) -> Consumer:
         consumer_config(
             source.bootstrap_servers, settings.group_id,
             settings.instance_id if settings.static_membership else None,
-            {**source.client_common(), **librdkafka_logging()}, dict(settings.consumer),
+            {**source.client_common(), **librdkafka_logging(), **client_stats("consumer")},
+            dict(settings.consumer),
         )
     )  # fmt: skip
 

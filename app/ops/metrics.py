@@ -18,6 +18,8 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Proc
 from prometheus_client.core import CounterMetricFamily
 from prometheus_client.registry import Collector
 
+from app.ops.resources import Resources
+
 # Late records per window step. Steps have no Metrics instance at hand, so they add to this
 # process-wide tally (once per batch) and every registry exports it, as ProcessCollector does.
 LATE_RECORDS: Tally[str] = Tally()
@@ -52,6 +54,7 @@ class Metrics:
         # process_start_time_seconds & co.: the restart alert counts changes of the start time.
         ProcessCollector(registry=r)
         r.register(_LateRecords())
+        r.register(Resources())  # heap, RocksDB memory, librdkafka queues
         build = Gauge(
             "eos_bridge_build_info",
             "Always 1; the labels name the bridge, confluent-kafka and librdkafka versions",

@@ -12,9 +12,11 @@ restored (its records name their column family); the changelog offset lives in
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import shutil
 import struct
+import weakref
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +31,7 @@ from rocksdict import (
 )
 
 from app.errors import StateCorrupted
+from app.ops.resources import register_memory_source
 
 log = logging.getLogger(__name__)
 
@@ -68,6 +71,29 @@ def _options() -> Options:
     return opts
 
 
+_open_stores: weakref.WeakSet[StorePartition] = weakref.WeakSet()
+
+
+def _memory() -> dict[str, int]:
+    """The shared block cache and memtables, and each open database's table readers."""
+    if not _shared:
+        return {}
+    readers = 0
+    for store in list(_open_stores):
+        db = store._db
+        # closed meanwhile: rocksdict raises plain Exception
+        with contextlib.suppress(Exception):
+            readers += int(db.property_int_value("rocksdb.estimate-table-readers-mem") or 0)
+    return {
+        "block_cache": _shared["cache"].get_usage(),
+        "memtables": _shared["wbm"].get_usage(),
+        "table_readers": readers,
+    }
+
+
+register_memory_source(_memory)
+
+
 class StorePartition:
     """The committed state of one store for one input partition.
 
@@ -104,6 +130,7 @@ class StorePartition:
                 f"{self.where}: cannot open RocksDB at {self.path}: {exc}"
             ) from exc
         self._cfs = {b"default": None}
+        _open_stores.add(self)
         self._meta = self._db.get_column_family_handle(METADATA_CF)
         self._meta_view = self._db.get_column_family(METADATA_CF)
 

@@ -8,8 +8,9 @@ Two bridge instances run ``tests.chaos.pipelines:soak`` (dedupe by id: keyed sta
 until its TTL, then stays flat) on the chaos rig (3 brokers behind Toxiproxy). Every
 ``--sample-every`` seconds (10) a row per live instance goes into ``soak.csv``: RSS, virtual
 size, open fds, threads, CPU seconds (psutil, from outside the process), the bridge's own
-``eos_bridge_input_records_total`` and ``python_gc_*`` if its ``/metrics`` has them, and the fault
-in progress. At the end the cluster is healed and the exactly-once oracle
+``eos_bridge_input_records_total``, ``python_gc_*``, the Python heap (allocated blocks), RocksDB's
+memory and librdkafka's queue sizes from its ``/metrics`` (app.ops.resources), and the fault in
+progress. At the end the cluster is healed and the exactly-once oracle
 (:func:`tests.support.chaos.check_exactly_once`) checks everything fed; ``summary.json`` holds
 its verdict and ``soak.png`` the plot (when matplotlib is installed; else the CSV only).
 """
@@ -19,12 +20,13 @@ from __future__ import annotations
 import argparse
 import csv
 import random
+import statistics
 import sys
 import tempfile
 import threading
 import time
 import traceback
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -39,8 +41,17 @@ from tests.support.chaos import Rig
 PIPELINE = "tests.chaos.pipelines:soak"
 # Faults that need another pipeline (stall-step stalls through tests.chaos.pipelines:stall_once).
 SOAK_FAULTS = sorted(k for k in FAULTS if k != "stall-step")
+# Faults that end a bridge process on purpose: ``--faults brokers`` leaves them out, so each
+# process lives the whole soak and its memory curve is one line (a restart hides a leak).
+BRIDGE_FAULTS = {"kill-bridge", "rolling-bridge-restart", "zombie-bridge"}
+WARM_UP_S = 900  # growth is measured after the first 15 minutes of each process
 FIELDS = ["t_s", "instance", "pid", "rss_bytes", "vms_bytes", "fds", "threads", "cpu_s",
-          "input_records", "gc_collections", "fault"]  # fmt: skip
+          "input_records", "gc_collections", "python_blocks", "rocksdb_bytes",
+          "consumer_queue", "producer_queue", "fault"]  # fmt: skip
+# (column, divisor, axis label) of each panel of soak.png
+PLOTTED = [("rss_bytes", 2**20, "RSS MiB"), ("python_blocks", 1000, "Python heap, k blocks"),
+           ("rocksdb_bytes", 2**20, "RocksDB MiB"), ("consumer_queue", 1, "fetch queue msgs"),
+           ("fds", 1, "open fds"), ("threads", 1, "threads")]  # fmt: skip
 TICK_S = 0.5
 FIRST_ID = 10_000_000  # the rate feed's ids; the faults' own chunks use r0, r1, ...
 
@@ -101,7 +112,12 @@ class Sampler(threading.Thread):
             rows.append([f"{t:.1f}", bridge.settings["instance_id"], bridge.pid, mem.rss,
                          mem.vms, fds, threads, f"{cpu.user + cpu.system:.2f}",
                          int(metric(text, "eos_bridge_input_records_total")),
-                         int(metric(text, "python_gc_collections_total")), self.fault])  # fmt: skip
+                         int(metric(text, "python_gc_collections_total")),
+                         int(metric(text, "eos_bridge_python_allocated_blocks")),
+                         int(metric(text, "eos_bridge_state_memory_bytes")),
+                         int(metric(text, "eos_bridge_client_queue_messages", client="consumer")),
+                         int(metric(text, "eos_bridge_client_queue_messages", client="producer")),
+                         self.fault])  # fmt: skip
         return rows
 
 
@@ -114,12 +130,14 @@ class SoakResult:
     records: int = 0
     aborted_seen_uncommitted: int = 0
     restarts: int = 0
+    processes: list[dict[str, Any]] = field(default_factory=list)
     error: str | None = None
     plot: str | None = None
 
 
 def run(rig: Rig, out: Path, duration: float, rate: int, fault_period: float,
-        every: float = 10.0, seed: int = 1) -> SoakResult:  # fmt: skip
+        every: float = 10.0, seed: int = 1,
+        faults: list[str] | None = None) -> SoakResult:  # fmt: skip
     """One soak on ``rig``; writes soak.csv, summary.json (and soak.png) under ``out``."""
     (out / "logs").mkdir(parents=True, exist_ok=True)
     rng, started = random.Random(seed), time.monotonic()
@@ -135,7 +153,7 @@ def run(rig: Rig, out: Path, duration: float, rate: int, fault_period: float,
         while time.monotonic() < started + duration:
             scene.sup.hold(min(1.0, max(0.0, started + duration - time.monotonic())))
             if time.monotonic() >= next_fault:
-                sampler.fault = rng.choice(SOAK_FAULTS)
+                sampler.fault = rng.choice(faults or SOAK_FAULTS)
                 result.faults.append(sampler.fault)
                 FAULTS[sampler.fault](scene, rng)
                 rig.heal()
@@ -158,8 +176,38 @@ def run(rig: Rig, out: Path, duration: float, rate: int, fault_period: float,
         result.restarts, result.samples = scene.sup.restarts, sampler.rows
         result.fed, result.seconds = feed.fed + scene.feeder.fed, time.monotonic() - started
         result.plot = plot(out / "soak.csv", out / "soak.png")
+        result.processes = growth(out / "soak.csv")
         (out / "summary.json").write_bytes(orjson.dumps(asdict(result), option=orjson.OPT_INDENT_2))
     return result
+
+
+def growth(csv_path: Path, warm_up: float = WARM_UP_S) -> list[dict[str, Any]]:
+    """Per bridge process (instance, pid): how long it was sampled and, when it lived past
+    ``warm_up`` by at least as long again, RSS growth per hour from the warm-up's end to its
+    last sample (medians of the first and last 5 % of those samples) and fds/threads there."""
+    if not csv_path.exists():
+        return []
+    with csv_path.open() as f:
+        rows = list(csv.DictReader(f))
+    out = []
+    for key in sorted({(r["instance"], r["pid"]) for r in rows}):
+        mine = [r for r in rows if (r["instance"], r["pid"]) == key]
+        t0 = float(mine[0]["t_s"])
+        seen = {"instance": key[0], "pid": int(key[1]), "seconds": float(mine[-1]["t_s"]) - t0}
+        late = [r for r in mine if float(r["t_s"]) - t0 >= warm_up]
+        if late and float(late[-1]["t_s"]) - float(late[0]["t_s"]) >= warm_up:
+            n = max(1, len(late) // 20)
+            head, tail = late[:n], late[-n:]
+            hours = (float(tail[-1]["t_s"]) - float(head[0]["t_s"])) / 3600
+            rss0, rss1 = (statistics.median(float(r["rss_bytes"]) for r in x) for x in (head, tail))
+            seen |= {
+                "rss_mib": [round(rss0 / 2**20, 1), round(rss1 / 2**20, 1)],
+                "rss_growth_pct_per_hour": round((rss1 - rss0) / rss0 * 100 / hours, 2),
+                "fds": [int(head[0]["fds"]), int(tail[-1]["fds"])],
+                "threads": [int(head[0]["threads"]), int(tail[-1]["threads"])],
+            }
+        out.append(seen)
+    return out
 
 
 def plot(csv_path: Path, png: Path) -> str | None:
@@ -175,21 +223,31 @@ def plot(csv_path: Path, png: Path) -> str | None:
         return None
     with csv_path.open() as f:
         rows = list(csv.DictReader(f))
-    fig, axes = plt.subplots(3, 1, sharex=True, figsize=(10, 8))
+    fig, axes = plt.subplots(len(PLOTTED), 1, sharex=True, figsize=(10, 2.4 * len(PLOTTED)))
     for instance in sorted({r["instance"] for r in rows}):
         mine = [r for r in rows if r["instance"] == instance]
         t = [float(r["t_s"]) / 60 for r in mine]
-        for ax, col, scale in zip(
-            axes, ("rss_bytes", "fds", "threads"), (2**20, 1, 1), strict=True
-        ):
+        for ax, (col, scale, _) in zip(axes, PLOTTED, strict=True):
             ax.plot(t, [float(r[col]) / scale for r in mine], ".", markersize=2, label=instance)
-    for ax, label in zip(axes, ("RSS MiB", "open fds", "threads"), strict=True):
+    for ax, (_, _, label) in zip(axes, PLOTTED, strict=True):
         ax.set_ylabel(label)
         ax.legend(loc="upper left")
     axes[-1].set_xlabel("minutes")
     fig.savefig(png, dpi=80)
     plt.close(fig)
     return str(png)
+
+
+def fault_names(choice: str) -> list[str]:
+    if choice == "all":
+        return SOAK_FAULTS
+    if choice == "brokers":
+        return [f for f in SOAK_FAULTS if f not in BRIDGE_FAULTS]
+    names = [f.strip() for f in choice.split(",") if f.strip()]
+    unknown = sorted(set(names) - set(SOAK_FAULTS))
+    if unknown or not names:
+        raise SystemExit(f"--faults: unknown {unknown or 'empty list'}; known: {SOAK_FAULTS}")
+    return names
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -199,12 +257,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--fault-period", type=float, default=300, help="seconds between faults")
     parser.add_argument("--sample-every", type=float, default=10.0, help="seconds between rows")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument(
+        "--faults", default="all",
+        help="all, brokers (no fault that ends a bridge process) or a comma list of names",
+    )  # fmt: skip
     parser.add_argument("--out", type=Path, default=Path("bench/results/soak"))
     args = parser.parse_args(argv)
+    faults = fault_names(args.faults)
     rig = Rig(Path(tempfile.mkdtemp(prefix="eos-soak-"))).start()
     try:
         result = run(rig, args.out, args.duration, args.rate, args.fault_period,
-                     args.sample_every, args.seed)  # fmt: skip
+                     args.sample_every, args.seed, faults)  # fmt: skip
     finally:
         rig.stop()
     print(orjson.dumps(asdict(result), option=orjson.OPT_INDENT_2).decode())

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import csv
+from pathlib import Path
+
 import pytest
 from confluent_kafka import KafkaError, KafkaException
 
@@ -48,3 +51,36 @@ def test_a_supervised_wait_that_times_out_says_what_it_saw_last() -> None:
     assert message.startswith("timed out after 0.3s waiting for the group to commit; ")
     assert "last probe error: " in message and "NOT_COORDINATOR" in message
     assert message.endswith("; committed {0: 5}")
+
+
+def test_soak_growth_is_per_process_after_the_warm_up(tmp_path: Path) -> None:
+    from tests.chaos.soak import FIELDS, growth
+
+    rows = []
+    for t in range(0, 7200, 10):  # i0: one process, 100 MiB growing 2 MiB per hour
+        rss = (100 + 2 * t / 3600) * 2**20
+        rows.append({"t_s": t, "instance": "i0", "pid": 1, "rss_bytes": rss, "fds": 40,
+                     "threads": 12})  # fmt: skip
+    for t in range(0, 600, 10):  # i1: killed after 10 minutes, too short to measure
+        rows.append({"t_s": t, "instance": "i1", "pid": 2, "rss_bytes": 2**27, "fds": 40,
+                     "threads": 12})  # fmt: skip
+    path = tmp_path / "soak.csv"
+    with path.open("w", newline="") as f:
+        out = csv.DictWriter(f, FIELDS, restval=0)
+        out.writeheader()
+        out.writerows(rows)
+    long_lived, short = growth(path)
+    assert long_lived["instance"] == "i0" and long_lived["fds"] == [40, 40]
+    # 2 MiB/h on ~100.6 MiB at 15 min: just under 2 % per hour
+    assert 1.8 < long_lived["rss_growth_pct_per_hour"] < 2.0
+    assert short == {"instance": "i1", "pid": 2, "seconds": 590.0}
+
+
+def test_soak_fault_choice() -> None:
+    from tests.chaos.soak import BRIDGE_FAULTS, SOAK_FAULTS, fault_names
+
+    assert fault_names("all") == SOAK_FAULTS
+    assert not set(fault_names("brokers")) & BRIDGE_FAULTS
+    assert fault_names("kill-leader, latency") == ["kill-leader", "latency"]
+    with pytest.raises(SystemExit, match="unknown"):
+        fault_names("kill-leader,nope")
