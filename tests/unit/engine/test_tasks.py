@@ -4,16 +4,13 @@ reactions to fencing and to a partial commit."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
-
 import pytest
 from confluent_kafka import KafkaError, TopicPartition
 
 from app.engine.tasks import TaskAssignment, TaskProducers, task_transactional_id
 from app.errors import KafkaFatalError
 from app.offsets.target import decode_key
-from tests.unit.fakes import FakeProducer, idle_watchdog, kafka_exc
+from tests.unit.fakes import FakeProducer, RecordingGuard, idle_watchdog, kafka_exc
 
 
 class Rig:
@@ -160,20 +157,6 @@ def test_assignment_fences_first_then_starts_at_the_stored_positions() -> None:
     starts = assignment.assign([TopicPartition("in", 0), TopicPartition("in", 1)])
     assert order == ["new g-task-0", "new g-task-1", "committed"]
     assert [(tp.partition, tp.offset) for tp in starts] == [(0, -2), (1, 7)]
-
-
-class RecordingGuard:
-    """A CallGuard that records each call's deadline and never enforces it."""
-
-    def __init__(self) -> None:
-        self.deadlines: list[tuple[str, float]] = []
-
-    @contextmanager
-    def guard(
-        self, what: str, seconds: float, where: str = "", consequence: str = ""
-    ) -> Iterator[None]:
-        self.deadlines.append((what, seconds))
-        yield
 
 
 def test_init_transactions_is_bounded_by_the_bridges_stuck_call_deadline() -> None:

@@ -3,8 +3,6 @@ that the last record of a key wins, as pure functions."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
 from types import SimpleNamespace
 from typing import Any
 
@@ -17,6 +15,7 @@ from app.offsets.target import (
     offsets_key,
     offsets_value,
 )
+from tests.unit.fakes import RecordingGuard
 
 
 def test_a_key_names_group_topic_and_partition_and_round_trips() -> None:
@@ -138,19 +137,9 @@ class _Reader:
         return [TopicPartition(tp.topic, tp.partition, self.read) for tp in tps]
 
 
-class _Guard:
-    def __init__(self) -> None:
-        self.deadlines: list[tuple[str, float]] = []
-
-    @contextmanager
-    def guard(
-        self, what: str, seconds: float, where: str = "", consequence: str = ""
-    ) -> Iterator[None]:
-        self.deadlines.append((what, seconds))
-        yield
-
-
-def _store(reader: _Reader, guard: _Guard, timeout: float, stuck_after: float | None) -> Any:
+def _store(
+    reader: _Reader, guard: RecordingGuard, timeout: float, stuck_after: float | None
+) -> Any:
     from app.offsets.target import _GRACE_S, TargetOffsets
 
     store = TargetOffsets.__new__(TargetOffsets)  # the reader is a fake: no cluster
@@ -161,7 +150,7 @@ def _store(reader: _Reader, guard: _Guard, timeout: float, stuck_after: float | 
 
 def test_reading_the_positions_bounds_each_client_call_by_the_stuck_call_deadline() -> None:
     reader = _Reader([(offsets_key("g", "in", 0), offsets_value(12, "w"))])
-    guard = _Guard()
+    guard = RecordingGuard()
     store = _store(reader, guard, timeout=30.0, stuck_after=12.0)
     committed = store.committed([TopicPartition("in", 0), TopicPartition("in", 1)])
     assert [(tp.partition, tp.offset) for tp in committed] == [(0, 12), (1, -1001)]
@@ -175,6 +164,6 @@ def test_a_read_held_open_past_the_timeout_is_one_fatal_line() -> None:
 
     reader = _Reader([(offsets_key("g", "in", 0), offsets_value(1, "w"))])
     reader.consume = lambda n, timeout: []  # type: ignore[method-assign]  # an open transaction
-    store = _store(reader, _Guard(), timeout=0.0, stuck_after=None)
+    store = _store(reader, RecordingGuard(), timeout=0.0, stuck_after=None)
     with pytest.raises(KafkaFatalError, match=r"not read to its end .* a transaction holds it"):
         store.committed([TopicPartition("in", 0)])
