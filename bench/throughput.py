@@ -19,10 +19,10 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from bench.contenders import REPO, Contender, Job
+from bench.contenders import REPO, Contender, Job, mm2
 from bench.kafka import Probe, count_committed, create_topics, delete_topics_of
 from bench.process import ContenderProcess
-from bench.xcluster import XProbe
+from bench.xcluster import MM2Probe, XProbe
 
 POLL_S = 0.05
 
@@ -74,14 +74,21 @@ def throughput_run(
     the input positions in its offsets topic (a cross-cluster contender).
     """
     uid = f"{pipeline}-{contender.key}-{rep}-{uuid.uuid4().hex[:6]}"
+    output_topic = (
+        mm2.output_topic(f"bench-{uid}", input_topic)
+        if contender.kind == "mm2"
+        else f"bench-out-{uid}"
+    )
     job = Job(
-        bootstrap, pipeline, input_topic, f"bench-out-{uid}", f"bench-{uid}",
+        bootstrap, pipeline, input_topic, output_topic, f"bench-{uid}",
         commit_interval, workdir / f"state-{uid}", source or REPO, target=target,
     )  # fmt: skip
     out = target or bootstrap  # the cluster of the output
     create_topics(out, [job.output_topic], partitions)
     probe = (
-        XProbe(bootstrap, target, job.group, input_topic, job.output_topic)
+        (MM2Probe if contender.kind == "mm2" else XProbe)(
+            bootstrap, target, job.group, input_topic, job.output_topic
+        )
         if target is not None
         else Probe(bootstrap, job.group, input_topic, job.output_topic)
     )

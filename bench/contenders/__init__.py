@@ -55,7 +55,7 @@ class Contender:
 
     key: str
     label: str
-    kind: str  # bridge | quix | hand | raw | kstreams
+    kind: str  # bridge | quix | hand | raw | kstreams | mm2
     guarantee: str  # exactly-once | at-least-once
     spec: bool = False  # bridge: the pipeline as a declarative spec (bench/specs/<p>.yaml)
     xcluster: bool = False  # writes to a second cluster (bench.xcluster)
@@ -63,6 +63,8 @@ class Contender:
     def runs(self, pipeline: str) -> bool:
         """Whether this contender runs ``pipeline``: ``copy`` only the bridge (without a spec)
         and the raw copy; a cross-cluster one only P1 and ``copy``; the rest everything."""
+        if self.kind == "mm2":  # copies bytes, transforms nothing
+            return pipeline == COPY
         if self.xcluster:
             return pipeline in ("p1", COPY)
         return pipeline != COPY or (self.kind in ("bridge", "raw") and not self.spec)
@@ -78,6 +80,10 @@ class Contender:
             from bench.contenders import kstreams  # here: it imports this module
 
             return kstreams.command(job, self.key)
+        if self.kind == "mm2":
+            from bench.contenders import mm2  # here: it imports this module
+
+            return mm2.command(job)
         common = [
             "--bootstrap", job.bootstrap, "--input", job.input_topic,
             "--output", job.output_topic, "--group", job.group,
@@ -138,6 +144,9 @@ CONTENDERS = (
         "exactly-once",
         xcluster=True,
     ),
+    # MirrorMaker 2 (connect-mirror 4.3.1), dedicated mode, exactly.once.source.support=enabled:
+    # the copy between the two clusters only (bench/contenders/mm2.py).
+    Contender("mm2-eos", "MirrorMaker 2 exactly-once", "mm2", "exactly-once", xcluster=True),
     Contender("quix-eos", "Quix Streams exactly-once", "quix", "exactly-once"),
     Contender("quix-alo", "Quix Streams at-least-once", "quix", "at-least-once"),
     Contender("hand-alo", "hand-written loop at-least-once", "hand", "at-least-once"),
