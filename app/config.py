@@ -341,6 +341,11 @@ def load_connection(config_file: Path | None = None, **overrides: Any) -> Connec
     return _load(ConnectionSettings, config_file, overrides)
 
 
+def load_tool_settings(cls: type[_S], config_file: Path | None = None, **overrides: Any) -> _S:
+    """A tool's own settings (connection settings and a few more): the same sources."""
+    return _load(cls, config_file, overrides)
+
+
 def _load(cls: type[_S], config_file: Path | None, overrides: dict[str, Any]) -> _S:
     name = f"{ENV_PREFIX}CONFIG_FILE"
     if config_file is not None and not config_file.exists():

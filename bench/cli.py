@@ -35,7 +35,7 @@ from bench.process import settle
 from bench.throughput import throughput_run
 from devkit.kafka import LocalKafka
 
-INPUTS = {"p1": "bench-in-kv", "p2": "bench-in-kv", "p3": "bench-in-win"}
+INPUTS = {"p1": "bench-in-kv", "p2": "bench-in-kv", "p3": "bench-in-win", "copy": "bench-in-kv"}
 INPUT_KEYS = {"bench-in-kv": 100_000, "bench-in-win": 1000}
 # The exactly-once contenders the latency runs compare (issue 34).
 LATENCY_CONTENDERS = ("bridge-eos", "bridge-eos-spec", "kstreams-eos", "quix-eos")
@@ -51,7 +51,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "throughput and latency measurement runs at each, for every contender",
     )  # fmt: skip
     p.add_argument("--commit-interval", type=float, help="one interval (= --commit-intervals X)")
-    p.add_argument("--pipelines", default="p1,p2,p3")
+    p.add_argument(
+        "--pipelines", default="p1,p2,p3,copy", help="of p1,p2,p3,copy (bytes passthrough)"
+    )
     p.add_argument("--contenders", default=",".join(c.key for c in CONTENDERS))
     p.add_argument(
         "--latency-rate", default="auto", help="the common offered load of the latency runs, "
@@ -165,13 +167,20 @@ def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     source = snapshot(workdir / "src")
     code_versions = versions(_broker_version())  # of the snapshot, taken now
     kafka = LocalKafka(workdir / "kafka", brokers=1)
+    # Cross-cluster contenders write to a second broker (bench.xcluster).
+    target = LocalKafka(workdir / "kafka-target", brokers=1) if any(
+        c.xcluster for c in contenders
+    ) else None  # fmt: skip
     runs: list[dict[str, Any]] = []
     latency: list[dict[str, Any]] = []
     recovery: dict[str, Any] | None = None
     spark: dict[str, Any] | None = None
     kafka.start()
+    if target is not None:
+        target.start()
     try:
         bootstrap = kafka.bootstrap
+        args.target = target.bootstrap if target is not None else None
         for topic in sorted({INPUTS[p] for p in pipelines}):
             started = time.monotonic()
             create_topics(bootstrap, [topic], args.partitions)
@@ -200,7 +209,7 @@ def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
             maxima: dict[tuple[str, float], dict[str, float]] = {}
             for interval in args.intervals:
                 for pipeline in pipelines:
-                    for c in rotated(contenders, rep):
+                    for c in [c for c in rotated(contenders, rep) if c.runs(pipeline)]:
                         settle(broker_pid)
                         entry = _throughput(
                             c, args, bootstrap, pipeline, rep, workdir, timeout, source, interval
@@ -219,6 +228,8 @@ def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
             spark = _spark(bootstrap, args, source, workdir)
     finally:
         kafka.stop()
+        if target is not None:
+            target.stop()
     meta = {
         "command": ("python -m bench " + shlex.join(sys.argv[1:])).rstrip(),
         "records": args.records,
@@ -287,6 +298,7 @@ def _throughput(
             c, bootstrap=bootstrap, pipeline=pipeline, input_topic=INPUTS[pipeline],
             partitions=args.partitions, commit_interval=interval, rep=rep,
             workdir=workdir, timeout=timeout, source=source,
+            target=getattr(args, "target", None) if c.xcluster else None,
         ).as_dict()  # fmt: skip
         result["commit_interval"] = interval
         log(

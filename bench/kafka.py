@@ -12,13 +12,19 @@ from app.kafka.topics import create_topic, end_offsets, partitions_of
 
 
 class Probe:
-    """Watches one run: has output appeared, has the group committed the input end offsets."""
+    """Watches one run: has output appeared, has the group committed the input end offsets.
+    ``output_bootstrap``: the output's cluster when it is not the input's
+    (:class:`bench.xcluster.XProbe`)."""
 
-    def __init__(self, bootstrap: str, group: str, input_topic: str, output_topic: str) -> None:
+    def __init__(
+        self, bootstrap: str, group: str, input_topic: str, output_topic: str,
+        output_bootstrap: str | None = None,
+    ) -> None:  # fmt: skip
         self._ends = {p: e for p, e in end_offsets(bootstrap, input_topic).items() if e > 0}
+        out = output_bootstrap or bootstrap
         self._consumer = Consumer(
             {
-                "bootstrap.servers": bootstrap,
+                "bootstrap.servers": out,
                 "group.id": group,  # offsets lookups only: never subscribes or commits
                 "enable.auto.commit": False,
                 # Watermarks of the output: appended records count (librdkafka's default,
@@ -28,9 +34,7 @@ class Probe:
             }
         )
         self._inputs = [TopicPartition(input_topic, p) for p in self._ends]
-        self._outputs = [
-            TopicPartition(output_topic, p) for p in partitions_of(bootstrap, output_topic)
-        ]
+        self._outputs = [TopicPartition(output_topic, p) for p in partitions_of(out, output_topic)]
 
     @property
     def total(self) -> int:

@@ -20,6 +20,7 @@ PIPELINE_TITLES = {
     "p1": "P1 filter + map (~200-byte JSON)",
     "p2": "P2 count by key (100k keys)",
     "p3": "P3 tumbling window sum (10 s, 1000 keys)",
+    "copy": "bytes passthrough (no parsing)",
 }
 # (contender, peer, ratio, pipelines): the contender's throughput ≥ ratio x the peer's
 _ALL, _KS = ("p1", "p2", "p3"), ("p1", "p2")

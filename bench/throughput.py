@@ -19,9 +19,10 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from bench.contenders import REPO, Contender, Job
+from bench.contenders import REPO, Contender, Job, mm2
 from bench.kafka import Probe, count_committed, create_topics, delete_topics_of
 from bench.process import ContenderProcess
+from bench.xcluster import MM2Probe, XProbe
 
 POLL_S = 0.05
 
@@ -64,19 +65,33 @@ def throughput_run(
     python_args: tuple[str, ...] = (),
     on_start: Callable[[int], None] | None = None,
     source: Path | None = None,
+    target: str | None = None,
 ) -> RunResult:
     """Run ``contender`` on ``input_topic`` from the beginning; measure; stop; clean up.
 
     ``python_args`` go between the interpreter and its module, ``on_start`` gets the pid (to
-    attach a profiler, see bench.profile).
+    attach a profiler, see bench.profile). ``target``: the output is on that second cluster,
+    the input positions in its offsets topic (a cross-cluster contender).
     """
     uid = f"{pipeline}-{contender.key}-{rep}-{uuid.uuid4().hex[:6]}"
+    output_topic = (
+        mm2.output_topic(f"bench-{uid}", input_topic)
+        if contender.kind == "mm2"
+        else f"bench-out-{uid}"
+    )
     job = Job(
-        bootstrap, pipeline, input_topic, f"bench-out-{uid}", f"bench-{uid}",
-        commit_interval, workdir / f"state-{uid}", source or REPO,
+        bootstrap, pipeline, input_topic, output_topic, f"bench-{uid}",
+        commit_interval, workdir / f"state-{uid}", source or REPO, target=target,
     )  # fmt: skip
-    create_topics(bootstrap, [job.output_topic], partitions)
-    probe = Probe(bootstrap, job.group, input_topic, job.output_topic)
+    out = target or bootstrap  # the cluster of the output
+    create_topics(out, [job.output_topic], partitions)
+    probe = (
+        (MM2Probe if contender.kind == "mm2" else XProbe)(
+            bootstrap, target, job.group, input_topic, job.output_topic
+        )
+        if target is not None
+        else Probe(bootstrap, job.group, input_topic, job.output_topic)
+    )
     proc = ContenderProcess(contender, job, workdir / f"{uid}.log", python_args)
     if on_start is not None:
         on_start(proc.pid)
@@ -87,12 +102,14 @@ def throughput_run(
         last_t, last_cpu = appends.last_output(done_t, done_cpu)
         rss = proc.peak_rss_mb()
         exit_code = proc.stop()
-        outputs = count_committed(bootstrap, job.output_topic)
+        outputs = count_committed(out, job.output_topic)
     finally:
         if proc.alive():
             proc.stop(timeout=10)
         probe.close()
         delete_topics_of(bootstrap, uid)
+        if target is not None:
+            delete_topics_of(target, uid)
     seconds = max(last_t - first_t, 1e-6)
     return RunResult(
         pipeline, contender.key, rep, probe.total, seconds, probe.total / seconds,

@@ -23,14 +23,19 @@ Subparsers: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
 
 
 def tool_parser(
-    sub: Subparsers, name: str, help: str, config_flag: str = "--config"
+    sub: Subparsers,
+    name: str,
+    help: str,
+    config_flag: str = "--config",
+    model: type[ConnectionSettings] = ConnectionSettings,
 ) -> argparse.ArgumentParser:
-    """A sub-command whose ``--help`` ends with the connection settings and their env names."""
+    """A sub-command whose ``--help`` ends with its settings (``model``: the connection
+    settings unless the tool reads more) and their env names."""
     parser = sub.add_parser(
         name,
         help=help,
         description=help,
-        epilog=settings_epilog(ConnectionSettings, "connection settings"),
+        epilog=settings_epilog(model, "connection settings"),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     add_connection_args(parser, config_flag)

@@ -44,7 +44,7 @@ def offset_store(
 ) -> tuple[OffsetStore, TaskAssignment | None]:
     """The store of input positions, and the task producers when there are several."""
     if settings.cross_cluster and settings.exactly_once:
-        tasks = cross_cluster_tasks(settings, pconf, watchdog, target_admin, consumer)
+        tasks = cross_cluster_tasks(settings, pconf, watchdog, target_admin, consumer, stuck)
         return tasks.offsets, tasks
     return GroupOffsets(consumer, watchdog, settings.call_timeout, stuck), None
 
@@ -55,9 +55,11 @@ def cross_cluster_tasks(
     watchdog: Watchdog,
     admin: AdminClient,
     consumer: Consumer,
+    stuck: float,
 ) -> TaskAssignment:
     """Two clusters, exactly-once: one transactional producer per input partition and the
-    positions in the target's offsets topic (docs/cross-cluster.md)."""
+    positions in the target's offsets topic (docs/cross-cluster.md); ``stuck`` bounds each
+    of their blocking calls (:func:`stuck_after`)."""
     topic = settings.offsets_topic or f"{settings.group_id}.offsets"
     prepare_offsets_topic(admin, topic, settings.startup_timeout)
     group = settings.group_id
@@ -74,13 +76,14 @@ def cross_cluster_tasks(
         (lambda _: shared) if unsafe else (lambda n: task_transactional_id(prefix, n)),
         watchdog,
         settings.call_timeout,
+        stuck,
     )  # fmt: skip
     target = settings.target_cluster()
     reader = {"bootstrap.servers": target.bootstrap_servers, **target.client_common(),
               **librdkafka_logging()}  # fmt: skip
     offsets = TargetOffsets(
         reader, topic, group, settings.transactional_id, watchdog, settings.call_timeout,
-        mirror=consumer if settings.mirror_offsets_to_source else None,
+        mirror=consumer if settings.mirror_offsets_to_source else None, stuck_after=stuck,
     )  # fmt: skip
     return TaskAssignment(producers, offsets, reset_offset(settings))
 

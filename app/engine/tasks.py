@@ -23,13 +23,13 @@ from typing import Any
 from confluent_kafka import KafkaException, TopicPartition
 
 from app.errors import KafkaFatalError
-from app.kafka.errors import Reaction, classify, describe
+from app.kafka.errors import RETRY_PAUSE_S, Reaction, classify, describe
 from app.kafka.ports import CallGuard, ProducerPort
 from app.offsets import OffsetStore
 
 log = logging.getLogger(__name__)
 
-_GRACE_S = 15.0
+_GRACE_S = 15.0  # the watchdog's margin over ``timeout`` when no ``stuck_after`` is given
 
 # Test-only: every task shares this instance's one transactional id, as a bridge without
 # per-partition fencing would (the paused-zombie test shows it then fails).
@@ -48,7 +48,10 @@ class TaskProducers:
         new_producer: makes a producer with the given transactional id.
         id_of: the transactional id of a task.
         guard: bounds each blocking call (the watchdog).
-        timeout: librdkafka timeout of ``init_transactions``, commit and abort.
+        timeout: librdkafka timeout of ``init_transactions``, commit and abort; a retriable
+            error of ``init_transactions`` is retried until it has passed.
+        stuck_after: the watchdog's deadline per call (the bridge's ``stuck_call_timeout``,
+            :func:`app.engine.stores.stuck_after`); default ``timeout`` + 15 s.
     """
 
     def __init__(
@@ -57,11 +60,13 @@ class TaskProducers:
         id_of: Callable[[int], str],
         guard: CallGuard,
         timeout: float,
+        stuck_after: float | None = None,
     ) -> None:
         self._new_producer = new_producer
         self._id_of = id_of
         self._guard = guard
         self._timeout = timeout
+        self._stuck_after = stuck_after or timeout + _GRACE_S
         self._producers: dict[str, ProducerPort] = {}  # transactional id → producer
         self._tasks: dict[int, str] = {}  # task → transactional id
         self._open: dict[str, ProducerPort] = {}  # producers with an open transaction
@@ -216,15 +221,21 @@ class TaskProducers:
             ) from exc
 
     def _call(self, what: str, fn: Callable[[float], None]) -> None:
+        """``fn(timeout)`` under the watchdog's deadline; a retriable error is asked again
+        after a pause (doubling, as :class:`app.engine.transactions.Transactions`) until
+        ``timeout`` has passed."""
         deadline = time.monotonic() + self._timeout
+        pause = RETRY_PAUSE_S[0]
         while True:
             try:
-                with self._guard.guard(what, self._timeout + _GRACE_S, "transaction coordinator"):
+                with self._guard.guard(what, self._stuck_after, "transaction coordinator"):
                     fn(self._timeout)
                 return
             except KafkaException as exc:
                 if classify(exc) is Reaction.RETRY and time.monotonic() < deadline:
                     log.warning("%s: retriable error %s; retrying", what, describe(exc))
+                    time.sleep(min(pause, max(deadline - time.monotonic(), 0.0)))
+                    pause = min(pause * 2, RETRY_PAUSE_S[1])
                     continue
                 raise KafkaFatalError(f"{what}: {describe(exc)}") from exc
 

@@ -17,7 +17,7 @@ from confluent_kafka import OFFSET_BEGINNING, KafkaException, TopicPartition
 
 from app.engine.watchdog import Watchdog
 from app.errors import CheckpointAborted, KafkaFatalError, ProducerFenced
-from app.kafka.errors import Reaction, bridge_error, classify, describe
+from app.kafka.errors import RETRY_PAUSE_S, Reaction, bridge_error, classify, describe
 from app.kafka.ports import ConsumerPort, NewProducer, ProducerPort
 from app.offsets import OffsetStore
 
@@ -27,7 +27,6 @@ T = TypeVar("T")
 # The watchdog's deadline for a call = librdkafka's timeout argument + this margin: the call
 # is given every chance to return by itself before the process is ended.
 _GRACE_S = 15.0
-_RETRY_PAUSE_S = (0.1, 1.0)  # first and longest pause between retries of a retriable error
 
 
 class Transactions:
@@ -258,7 +257,7 @@ class Transactions:
         """Run one client call under the watchdog: retry retriable errors until the deadline,
         map the rest onto the exception tree (:func:`app.kafka.errors.classify`)."""
         deadline = time.monotonic() + self._timeout
-        pause = _RETRY_PAUSE_S[0]
+        pause = RETRY_PAUSE_S[0]
         while True:
             try:
                 with self._watchdog.guard(what, self._stuck_after, self._where):
@@ -270,7 +269,7 @@ class Transactions:
                     # A call that fails at once (e.g. CONCURRENT_TRANSACTIONS) is not asked
                     # again in a tight loop: librdkafka's own retry.backoff.ms, doubled to 1 s.
                     time.sleep(min(pause, max(deadline - time.monotonic(), 0.0)))
-                    pause = min(pause * 2, _RETRY_PAUSE_S[1])
+                    pause = min(pause * 2, RETRY_PAUSE_S[1])
                     continue
                 if reaction is Reaction.RETRY:
                     raise KafkaFatalError(

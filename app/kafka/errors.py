@@ -22,6 +22,8 @@ from app.errors import (
     ProducerFenced,
 )
 
+RETRY_PAUSE_S = (0.1, 1.0)  # first and longest pause between retries of a retriable error
+
 
 class Reaction(Enum):
     """What the bridge does about one error, mildest first."""

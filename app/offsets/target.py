@@ -116,7 +116,9 @@ class TargetOffsets:
         writer: the transactional id written next to a position when the producer does not
             route by task.
         guard: bounds each blocking call (the watchdog).
-        timeout: how long reading to the end may take.
+        timeout: how long reading to the end may take (one line, exit 3, past it).
+        stuck_after: the watchdog's deadline for each blocking client call of the read (the
+            bridge's ``stuck_call_timeout``); default ``timeout`` + 15 s.
     """
 
     def __init__(
@@ -128,6 +130,7 @@ class TargetOffsets:
         guard: CallGuard,
         timeout: float,
         mirror: Any = None,
+        stuck_after: float | None = None,
     ) -> None:
         conf = {
             **reader_config,
@@ -142,11 +145,11 @@ class TargetOffsets:
         self._writer = writer
         self._guard = guard
         self._timeout = timeout
+        self._stuck_after = stuck_after or timeout + _GRACE_S
         self._mirror = mirror  # the source group's consumer (mirror_offsets_to_source)
 
     def committed(self, partitions: list[TopicPartition]) -> list[TopicPartition]:
-        with self._guard.guard("offsets topic read", self._timeout + _GRACE_S, self.topic):
-            positions = self._read_to_end()
+        positions = self._read_to_end()
         return [
             TopicPartition(tp.topic, tp.partition, positions.get((tp.topic, tp.partition), -1001))
             for tp in partitions
@@ -177,20 +180,18 @@ class TargetOffsets:
     def _read_to_end(self) -> dict[tuple[str, int], int]:
         """Every committed record up to the high watermarks read now. A read_committed
         position stops at the LSO: waiting for position >= those watermarks waits out any
-        transaction open now (its positions may be the latest), never a later one."""
+        transaction open now (its positions may be the latest), never a later one. Each
+        client call is bounded by the watchdog (``stuck_after``), the whole read by
+        ``timeout``."""
         deadline = time.monotonic() + self._timeout
-        try:
-            meta = self._reader.list_topics(self.topic, timeout=self._timeout).topics[self.topic]
-            tps = [TopicPartition(self.topic, p, OFFSET_BEGINNING) for p in meta.partitions]
-            ends = {tp.partition: self._reader.get_watermark_offsets(tp)[1] for tp in tps}
-        except (KafkaException, KeyError) as exc:
-            raise KafkaFatalError(f"offsets topic {self.topic!r}: {describe(exc)}") from exc
+        with self._guard.guard("offsets topic metadata", self._stuck_after, self.topic):
+            tps, ends = self._watermarks()
         self._reader.assign(tps)
         records: list[tuple[bytes | None, bytes | None]] = []
         while True:
-            for m in self._reader.consume(_READ_BATCH, 0.2):
-                if m.error() is None:
-                    records.append((m.key(), m.value()))
+            with self._guard.guard("offsets topic read", self._stuck_after, self.topic):
+                batch = self._reader.consume(_READ_BATCH, 0.2)
+            records.extend((m.key(), m.value()) for m in batch if m.error() is None)
             done = [
                 p.offset >= ends[p.partition] or ends[p.partition] == 0
                 for p in self._reader.position(tps)
@@ -204,3 +205,16 @@ class TargetOffsets:
                 )
         self._reader.unassign()
         return latest_positions(self._group, records)
+
+    def _watermarks(self) -> tuple[list[TopicPartition], dict[int, int]]:
+        """The offsets topic's partitions (from the beginning) and their high watermarks."""
+        try:
+            meta = self._reader.list_topics(self.topic, timeout=self._timeout).topics[self.topic]
+            tps = [TopicPartition(self.topic, p, OFFSET_BEGINNING) for p in meta.partitions]
+            ends = {
+                tp.partition: self._reader.get_watermark_offsets(tp, timeout=self._timeout)[1]
+                for tp in tps
+            }
+        except (KafkaException, KeyError, TypeError) as exc:
+            raise KafkaFatalError(f"offsets topic {self.topic!r}: {describe(exc)}") from exc
+        return tps, ends

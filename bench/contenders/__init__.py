@@ -1,7 +1,10 @@
 """The contenders, each started as its own process by :mod:`bench.harness`.
 
 Every contender reads ``--input`` as consumer group ``--group`` from the earliest offset, writes
-``--output``, commits every ``--commit-interval`` seconds and stops cleanly on SIGTERM.
+``--output``, commits every ``--commit-interval`` seconds and stops cleanly on SIGTERM. A
+cross-cluster contender (``xcluster``) reads the bench broker and writes a second one
+(``Job.target``, :mod:`bench.xcluster`). Pipeline ``copy`` is a bytes passthrough: only the
+contenders that can copy without parsing run it.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 QUIX_VENV = REPO / ".venv-quix"
+COPY = "copy"  # the bytes passthrough pipeline
 
 
 def quix_python() -> Path:
@@ -42,6 +46,7 @@ class Job:
     state_dir: Path
     source: Path = REPO  # the code the contender runs (a snapshot, see bench.cli)
     batch_size: int = 2000
+    target: str | None = None  # the second cluster's bootstrap (cross-cluster contenders)
 
 
 @dataclass(slots=True, frozen=True)
@@ -50,9 +55,19 @@ class Contender:
 
     key: str
     label: str
-    kind: str  # bridge | quix | hand | raw | kstreams
+    kind: str  # bridge | quix | hand | raw | kstreams | mm2
     guarantee: str  # exactly-once | at-least-once
     spec: bool = False  # bridge: the pipeline as a declarative spec (bench/specs/<p>.yaml)
+    xcluster: bool = False  # writes to a second cluster (bench.xcluster)
+
+    def runs(self, pipeline: str) -> bool:
+        """Whether this contender runs ``pipeline``: ``copy`` only the bridge (without a spec)
+        and the raw copy; a cross-cluster one only P1 and ``copy``; the rest everything."""
+        if self.kind == "mm2":  # copies bytes, transforms nothing
+            return pipeline == COPY
+        if self.xcluster:
+            return pipeline in ("p1", COPY)
+        return pipeline != COPY or (self.kind in ("bridge", "raw") and not self.spec)
 
     def command(self, job: Job) -> tuple[list[str], dict[str, str]]:
         """argv and environment of the contender process."""
@@ -65,6 +80,10 @@ class Contender:
             from bench.contenders import kstreams  # here: it imports this module
 
             return kstreams.command(job, self.key)
+        if self.kind == "mm2":
+            from bench.contenders import mm2  # here: it imports this module
+
+            return mm2.command(job)
         common = [
             "--bootstrap", job.bootstrap, "--input", job.input_topic,
             "--output", job.output_topic, "--group", job.group,
@@ -82,7 +101,8 @@ class Contender:
 
 
 def bridge_env(job: Job, guarantee: str, spec: bool = False) -> dict[str, str]:
-    """BRIDGE_* settings of an eos-bridge run (defaults for everything not listed)."""
+    """BRIDGE_* settings of an eos-bridge run (defaults for everything not listed); ``copy``:
+    bytes in, bytes out, no pipeline; with ``job.target``, between two clusters."""
     env = {
         "BRIDGE_BOOTSTRAP_SERVERS": job.bootstrap,
         "BRIDGE_INPUT_TOPICS": f'["{job.input_topic}"]',
@@ -101,6 +121,11 @@ def bridge_env(job: Job, guarantee: str, spec: bool = False) -> dict[str, str]:
     if spec:
         del env["BRIDGE_PIPELINE"]
         env["BRIDGE_PIPELINE_SPEC"] = str(job.source / "bench" / "specs" / f"{job.pipeline}.yaml")
+    if job.pipeline == COPY:
+        del env["BRIDGE_PIPELINE"]
+        env.update(BRIDGE_INPUT_FORMAT="bytes", BRIDGE_OUTPUT_FORMAT="bytes")
+    if job.target is not None:
+        env["BRIDGE_TARGET__BOOTSTRAP_SERVERS"] = job.target
     return env
 
 
@@ -110,6 +135,18 @@ CONTENDERS = (
         "bridge-eos-spec", "eos-bridge exactly-once, YAML spec", "bridge", "exactly-once", True
     ),
     Contender("bridge-alo", "eos-bridge at-least-once", "bridge", "at-least-once"),
+    # Two clusters (docs/cross-cluster.md): positions in the target's offsets topic, one
+    # transactional producer per input partition.
+    Contender(
+        "xc-bridge-eos",
+        "eos-bridge exactly-once, two clusters",
+        "bridge",
+        "exactly-once",
+        xcluster=True,
+    ),
+    # MirrorMaker 2 (connect-mirror 4.3.1), dedicated mode, exactly.once.source.support=enabled:
+    # the copy between the two clusters only (bench/contenders/mm2.py).
+    Contender("mm2-eos", "MirrorMaker 2 exactly-once", "mm2", "exactly-once", xcluster=True),
     Contender("quix-eos", "Quix Streams exactly-once", "quix", "exactly-once"),
     Contender("quix-alo", "Quix Streams at-least-once", "quix", "at-least-once"),
     Contender("hand-alo", "hand-written loop at-least-once", "hand", "at-least-once"),

@@ -6,10 +6,15 @@ the session broker (``kafka``) is the other one, so the two tests share two clus
 fault lands inside a transaction seen open on the target's output topic; the bridge runs under
 the chaos :class:`Supervisor` (it restarts a bridge that exited 3 or 5, as Kubernetes would);
 the oracle is the cross-cluster one of tests/support/xcluster.py.
+
+``XCLUSTER_RECORDS`` sets the records per test (the issue's figure is 100,000; the suite runs
+8,000 here, as ``tests/integration/test_xcluster_eos.py`` reads it with 20,000).
 """
 
 from __future__ import annotations
 
+import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +29,7 @@ from tests.support.xcluster import assert_counts_exact_across, target_positions,
 
 pytestmark = [pytest.mark.integration, pytest.mark.chaos]
 
-RECORDS = 8_000
+RECORDS = int(os.environ.get("XCLUSTER_RECORDS", "8000"))
 CHUNK = 1_000
 
 
@@ -52,6 +57,11 @@ class XScene:
     def task_id(self) -> str:
         """The transactional id of task 0 (app.engine.tasks.task_transactional_id)."""
         return f"{self.s['group_id']}-task-0"
+
+    def start(self) -> None:
+        """The bridge running, the first two chunks committed."""
+        self.bridge.start()
+        self.feed_and_commit(2 * CHUNK)
 
     def caught_up(self) -> bool:
         return xcaught_up(self.source, self.target, self.s)
@@ -102,81 +112,74 @@ def xscenes() -> Any:
         scene.close()
 
 
+def kill_broker(rig: Rig, scene: XScene, node_of: Callable[[], int], what: str) -> None:
+    """SIGKILL broker ``node_of()`` of the rig inside an open transaction, go on with two
+    brokers (min ISR 2), restart it; then the oracle."""
+    scene.start()
+    node = node_of()
+    scene.open_transaction()
+    rig.cluster.kill(node)
+    scene.feed_and_commit(CHUNK)
+    rig.cluster.restart(node)
+    rig.heal()
+    scene.finish()
+    print(f"killed broker {node} ({what}); {scene.recovery()}")
+
+
+def cut_network(rig: Rig, scene: XScene, what: str) -> None:
+    """Inside an open transaction every byte between the bridge and the rig is swallowed (a
+    ``timeout`` toxic with timeout=0 on both directions of the three proxies: no answer, no
+    reset, as a network partition) for twice the session timeout, then restored; the oracle."""
+    scene.start()
+    scene.open_transaction()
+    toxic_everywhere(rig.proxy, ["b1", "b2", "b3"], "timeout", timeout=0)
+    scene.feeder.feed(CHUNK)
+    scene.sup.hold(2 * SESSION_TIMEOUT_MS / 1000)  # the fault's span, not a synchronisation
+    rig.proxy.heal()
+    rig.heal()
+    scene.finish()
+    print(f"cut the {what} for {2 * SESSION_TIMEOUT_MS} ms; {scene.recovery()}")
+
+
 def test_sigkill_target_transaction_coordinator(
     kafka: KafkaFixture, rig: Rig, tmp_path: Path, xscenes: list[XScene]
 ) -> None:
     """Source: the session broker; target: the rig. SIGKILL the broker coordinating task 0's
-    transactional id inside an open transaction, go on with two brokers, restart it."""
+    transactional id. The bridge goes on by itself."""
     scene = XScene(kafka, rig.kafka, tmp_path, kafka.bootstrap, rig.cluster.bootstrap)
     xscenes.append(scene)
-    scene.bridge.start()
-    scene.feed_and_commit(2 * CHUNK)
-    node = rig.transaction_coordinator(scene.task_id)
-    scene.open_transaction()
-    rig.cluster.kill(node)
-    scene.feed_and_commit(CHUNK)  # min ISR 2: the bridge must go on with two brokers
-    rig.cluster.restart(node)
-    rig.heal()
-    scene.finish()
-    print(f"killed broker {node} (coordinator of {scene.task_id}); {scene.recovery()}")
+    kill_broker(
+        rig, scene, lambda: rig.transaction_coordinator(scene.task_id),
+        f"coordinator of {scene.task_id}",
+    )  # fmt: skip
 
 
 def test_sigkill_source_partition_leader(
     kafka: KafkaFixture, rig: Rig, tmp_path: Path, xscenes: list[XScene]
 ) -> None:
     """Source: the rig; target: the session broker. SIGKILL the leader of source partition 0
-    inside an open transaction on the target, go on with two brokers, restart it."""
+    (inside an open transaction on the target): its partitions move to the other two."""
     scene = XScene(rig.kafka, kafka, tmp_path, rig.cluster.bootstrap, kafka.bootstrap)
     xscenes.append(scene)
-    scene.bridge.start()
-    scene.feed_and_commit(2 * CHUNK)
-    node = rig.leader(scene.src, 0)
-    scene.open_transaction()
-    rig.cluster.kill(node)
-    scene.feed_and_commit(CHUNK)  # the source's partitions move to the other two brokers
-    rig.cluster.restart(node)
-    rig.heal()
-    scene.finish()
-    print(f"killed broker {node} (leader of {scene.src}[0]); {scene.recovery()}")
+    kill_broker(rig, scene, lambda: rig.leader(scene.src, 0), f"leader of {scene.src}[0]")
 
 
 def test_network_cut_to_target_past_session_timeout(
     kafka: KafkaFixture, rig: Rig, tmp_path: Path, xscenes: list[XScene]
 ) -> None:
     """Source: the session broker; target: the rig, which the bridge reaches only through
-    Toxiproxy. Inside an open transaction every byte between the bridge and the target is
-    swallowed (a ``timeout`` toxic with timeout=0 on both directions of the three proxies: no
-    answer, no reset, as a network partition) for twice the session timeout, then restored."""
+    Toxiproxy: the cut outlives the transaction timeout, the task producer is fenced (exit 3),
+    the restart goes on."""
     scene = XScene(kafka, rig.kafka, tmp_path, kafka.bootstrap, rig.proxied_bootstrap)
     xscenes.append(scene)
-    scene.bridge.start()
-    scene.feed_and_commit(2 * CHUNK)
-    scene.open_transaction()
-    toxic_everywhere(rig.proxy, ["b1", "b2", "b3"], "timeout", timeout=0)
-    scene.feeder.feed(CHUNK)
-    scene.sup.hold(2 * SESSION_TIMEOUT_MS / 1000)  # the fault's span, not a synchronisation
-    rig.proxy.heal()
-    rig.heal()
-    scene.finish()
-    print(f"cut the target for {2 * SESSION_TIMEOUT_MS} ms; {scene.recovery()}")
+    cut_network(rig, scene, "target")
 
 
 def test_network_cut_to_source_past_session_timeout(
     kafka: KafkaFixture, rig: Rig, tmp_path: Path, xscenes: list[XScene]
 ) -> None:
     """Source: the rig, reached by the bridge only through Toxiproxy; target: the session
-    broker. Inside an open transaction on the target every byte between the bridge and the
-    source is swallowed for twice the session timeout (the source group drops the member),
-    then restored."""
+    broker: the source group drops the member, the bridge rejoins by itself."""
     scene = XScene(rig.kafka, kafka, tmp_path, rig.proxied_bootstrap, kafka.bootstrap)
     xscenes.append(scene)
-    scene.bridge.start()
-    scene.feed_and_commit(2 * CHUNK)
-    scene.open_transaction()
-    toxic_everywhere(rig.proxy, ["b1", "b2", "b3"], "timeout", timeout=0)
-    scene.feeder.feed(CHUNK)
-    scene.sup.hold(2 * SESSION_TIMEOUT_MS / 1000)  # the fault's span, not a synchronisation
-    rig.proxy.heal()
-    rig.heal()
-    scene.finish()
-    print(f"cut the source for {2 * SESSION_TIMEOUT_MS} ms; {scene.recovery()}")
+    cut_network(rig, scene, "source")

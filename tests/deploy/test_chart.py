@@ -30,6 +30,7 @@ SPARK = CHART / "ci" / "spark-values.yaml"
 SASL = CHART / "ci" / "sasl-values.yaml"
 SERVICEMONITOR = CHART / "ci" / "servicemonitor-values.yaml"
 REGISTRY = CHART / "ci" / "registry-values.yaml"
+TWO_CLUSTERS = CHART / "ci" / "two-clusters-values.yaml"
 
 # kubernetes-validate 1.37.0 bundles schemas for 1.25 to 1.37: the issue's target 1.36, the newest
 # bundled 1.37, and 1.34, the oldest minor release still in upstream support.
@@ -56,6 +57,7 @@ def test_every_ci_values_set_is_covered() -> None:
         "servicemonitor",
         "spark-operator",
         "spark-jobs",
+        "two-clusters",
     }
 
 
@@ -146,7 +148,7 @@ def test_schema_covers_every_default_value() -> None:
     assert set(values) <= set(schema["properties"])
     for group in (
         "image", "bridge", "sasl", "tls", "persistence", "serviceAccount", "networkPolicy",
-        "tests", "spark", "sparkApplication",
+        "tests", "spark", "sparkApplication", "target",
     ):  # fmt: skip
         assert set(values[group]) == set(schema["properties"][group]["properties"]), group
 
@@ -260,9 +262,10 @@ def test_the_bridge_accepts_the_rendered_configuration(
     config_map = one(resources, "ConfigMap", "demo-eos-bridge")
     for name, text in config_map["data"].items():
         (tmp_path / name).write_text(text.replace("/etc/eos-bridge", str(tmp_path)))
-    (tmp_path / "tls").mkdir()
-    for name in ("ca.crt", "client.crt", "client.key"):  # the mounted TLS Secret's files
-        (tmp_path / "tls" / name).write_text("-----BEGIN PLACEHOLDER-----\n")
+    for tls in ("tls", "target-tls"):  # the mounted TLS Secrets' files
+        (tmp_path / tls).mkdir()
+        for name in ("ca.crt", "client.crt", "client.key"):
+            (tmp_path / tls / name).write_text("-----BEGIN PLACEHOLDER-----\n")
     env = {k: v for k, v in os.environ.items() if not k.startswith("BRIDGE_")}
     for var in bridge_container(resources)["env"]:
         if "value" in var:
@@ -386,6 +389,53 @@ def test_sasl_credentials_come_from_the_secret(manifests: Callable[..., list[Man
         "registry.example.com/eos-bridge@sha256:"
         "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
     )
+
+
+def test_two_clusters_each_with_its_own_secrets(manifests: Callable[..., list[Manifest]]) -> None:
+    resources = manifests(TWO_CLUSTERS)
+    container = bridge_container(resources)
+    env = env_of(container)
+    assert env["BRIDGE_BOOTSTRAP_SERVERS"]["value"] == "kafka-0.onprem.example.com:9093"
+    assert env["BRIDGE_TARGET__BOOTSTRAP_SERVERS"]["value"] == (
+        "b-1.cloud.example.com:9096,b-2.cloud.example.com:9096"
+    )
+    assert env["BRIDGE_OFFSETS_TOPIC"]["value"] == "orders-bridge.offsets"
+    assert env["BRIDGE_MIRROR_OFFSETS_TO_SOURCE"]["value"] == "true"
+    for cluster, secret in (
+        ("", "source-kafka-credentials"),
+        ("TARGET__", "target-kafka-credentials"),
+    ):
+        for name, key in (("USERNAME", "username"), ("PASSWORD", "password")):
+            ref = env[f"BRIDGE_{cluster}SASL_{name}"]["valueFrom"]["secretKeyRef"]
+            assert ref == {"name": secret, "key": key}
+    config = yaml.safe_load(one(resources, "ConfigMap", "demo-eos-bridge")["data"]["config.yaml"])
+    assert config["kafka"]["ssl.ca.location"] == "/etc/eos-bridge/tls/ca.crt"
+    assert config["target"] == {"kafka": {
+        "client.id": "eos-bridge-target",
+        "security.protocol": "SASL_SSL",
+        "sasl.mechanisms": "SCRAM-SHA-512",
+        "ssl.ca.location": "/etc/eos-bridge/target-tls/ca.crt",
+        "ssl.endpoint.identification.algorithm": "https",
+    }}  # fmt: skip
+    mounts = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
+    assert mounts["target-kafka-tls"] == "/etc/eos-bridge/target-tls"
+    volumes = {v["name"]: v for v in bridge_pod(resources)["spec"]["volumes"]}
+    sources = volumes["target-kafka-tls"]["projected"]["sources"]
+    assert [s["secret"]["name"] for s in sources] == ["target-kafka-ca"]
+    policy = one(resources, "NetworkPolicy", "demo-eos-bridge")
+    assert [p["port"] for p in policy["spec"]["egress"][0]["ports"]] == [9093, 9096]
+    assert not [r for r in resources if r["kind"] == "Secret"]  # the chart never holds them
+    one_cluster = env_of(bridge_container(manifests(SASL)))
+    assert not [name for name in one_cluster if "TARGET" in name or "OFFSETS" in name]
+
+
+def test_the_targets_secrets_are_required_and_stay_out_of_the_config_map(
+    template: Callable[..., str],
+) -> None:
+    with pytest.raises(HelmError, match=r"target\.sasl\.existingSecret must name a Secret"):
+        template(TWO_CLUSTERS, sets=["target.sasl.existingSecret="])
+    with pytest.raises(HelmError, match=r"target\.kafka\.sasl\.password would put a secret"):
+        template(TWO_CLUSTERS, sets=["target.kafka.sasl\\.password=x"])
 
 
 def test_registry_url_and_ca_in_the_config_file_basic_auth_from_the_secret(

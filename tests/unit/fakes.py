@@ -8,6 +8,8 @@ then behaves; so a test states exactly which call fails how, as Kafka Streams'
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Literal
 
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
@@ -226,6 +228,20 @@ class FakeConsumer(Scripted):
 
 def _key(tp: TopicPartition) -> tuple[str, int]:
     return (tp.topic, tp.partition)
+
+
+class RecordingGuard:
+    """A ``CallGuard`` that records each call's name and deadline, never enforcing them."""
+
+    def __init__(self) -> None:
+        self.deadlines: list[tuple[str, float]] = []
+
+    @contextmanager
+    def guard(
+        self, what: str, seconds: float, where: str = "", consequence: str = ""
+    ) -> Iterator[None]:
+        self.deadlines.append((what, seconds))
+        yield
 
 
 def idle_watchdog() -> Watchdog:

@@ -138,3 +138,28 @@ def test_record_map_fans_out_drops_and_isolates_a_failure() -> None:
     assert [(f.row.offset, str(f.error)) for f in ctx.failures] == [(12, "bad record")]
     with pytest.raises(AttributeError):
         Record.of(out[0]).value = "changed"  # type: ignore[misc]
+
+
+def test_lag_reads_the_target_from_the_bridges_settings_or_from_target(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from app.commands.cli import build_parser
+    from app.commands.lag import lag_settings
+
+    for name in ("BRIDGE_CONFIG_FILE", "BRIDGE_TARGET__BOOTSTRAP_SERVERS", "BRIDGE_OFFSETS_TOPIC"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("BRIDGE_BOOTSTRAP_SERVERS", "src:9092")
+    one = lag_settings(build_parser().parse_args(["lag", "g"]))
+    assert one.target is None and not one.cross_cluster
+    monkeypatch.setenv("BRIDGE_TARGET__BOOTSTRAP_SERVERS", "tgt:9092")
+    monkeypatch.setenv("BRIDGE_TARGET__SASL_USERNAME", "bridge")
+    two = lag_settings(build_parser().parse_args(["lag", "g"]))
+    assert two.cross_cluster and two.target is not None
+    assert two.target.client_config()["sasl.username"] == "bridge"
+    flags = ["lag", "g", "--target", "other:9092", "--offsets-topic", "g.pos"]
+    over = lag_settings(build_parser().parse_args(flags))
+    assert over.target is not None and over.target.bootstrap_servers == "other:9092"
+    assert over.target.sasl_username == "bridge"  # the flag replaces the address only
+    assert over.offsets_topic == "g.pos"
+    monkeypatch.setenv("BRIDGE_TARGET__BOOTSTRAP_SERVERS", "src:9092")  # the same cluster
+    assert not lag_settings(build_parser().parse_args(["lag", "g"])).cross_cluster

@@ -10,7 +10,7 @@ from confluent_kafka import KafkaError, TopicPartition
 from app.engine.tasks import TaskAssignment, TaskProducers, task_transactional_id
 from app.errors import KafkaFatalError
 from app.offsets.target import decode_key
-from tests.unit.fakes import FakeProducer, idle_watchdog, kafka_exc
+from tests.unit.fakes import FakeProducer, RecordingGuard, idle_watchdog, kafka_exc
 
 
 class Rig:
@@ -157,3 +157,29 @@ def test_assignment_fences_first_then_starts_at_the_stored_positions() -> None:
     starts = assignment.assign([TopicPartition("in", 0), TopicPartition("in", 1)])
     assert order == ["new g-task-0", "new g-task-1", "committed"]
     assert [(tp.partition, tp.offset) for tp in starts] == [(0, -2), (1, 7)]
+
+
+def test_init_transactions_is_bounded_by_the_bridges_stuck_call_deadline() -> None:
+    guard = RecordingGuard()
+    tasks = TaskProducers(lambda _: FakeProducer(), lambda n: f"g-task-{n}", guard, 30.0, 12.0)
+    tasks.assign([0, 1])
+    assert guard.deadlines == [("init_transactions of g-task-0", 12.0),
+                               ("init_transactions of g-task-1", 12.0)]  # fmt: skip
+    fallback = RecordingGuard()
+    TaskProducers(lambda _: FakeProducer(), lambda n: f"g-task-{n}", fallback, 30.0).assign([0])
+    assert fallback.deadlines == [("init_transactions of g-task-0", 45.0)]  # call_timeout + 15 s
+
+
+def test_a_retriable_init_error_is_asked_again_after_a_doubling_pause(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    pauses: list[float] = []
+    monkeypatch.setattr("app.engine.tasks.time.sleep", pauses.append)
+    rig = Rig()
+    producer = FakeProducer()
+    conflict = kafka_exc(KafkaError.CONCURRENT_TRANSACTIONS, retriable=True)
+    producer.fail["init_transactions"] = [conflict] * 5
+    rig.tasks._new_producer = lambda _: producer
+    rig.tasks.assign([0])
+    assert producer.calls.count("init_transactions") == 6
+    assert pauses == [0.1, 0.2, 0.4, 0.8, 1.0]  # as Transactions: doubled, at most 1 s

@@ -3,6 +3,9 @@ that the last record of a key wins, as pure functions."""
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+from typing import Any
+
 from confluent_kafka import TopicPartition
 
 from app.offsets.target import (
@@ -12,6 +15,7 @@ from app.offsets.target import (
     offsets_key,
     offsets_value,
 )
+from tests.unit.fakes import RecordingGuard
 
 
 def test_a_key_names_group_topic_and_partition_and_round_trips() -> None:
@@ -93,3 +97,73 @@ def test_mirroring_commits_the_same_positions_to_the_source_group_asynchronously
     store._mirror = group
     store.after_commit([TopicPartition("in", 0, 5)])
     assert group.commits == [([("in", 0, 5)], True)]
+
+
+class _Message:
+    def __init__(self, key: bytes, value: bytes) -> None:
+        self._kv = (key, value)
+
+    def error(self) -> None:
+        return None
+
+    def key(self) -> bytes:
+        return self._kv[0]
+
+    def value(self) -> bytes:
+        return self._kv[1]
+
+
+class _Reader:
+    """The read_committed reader: one partition holding ``records``, served in one batch."""
+
+    def __init__(self, records: list[tuple[bytes, bytes]]) -> None:
+        self.records = records
+        self.read = 0
+
+    def list_topics(self, topic: str, timeout: float) -> Any:
+        return SimpleNamespace(topics={topic: SimpleNamespace(partitions={0: None})})
+
+    def get_watermark_offsets(self, tp: TopicPartition, timeout: float) -> tuple[int, int]:
+        return 0, len(self.records)
+
+    def assign(self, tps: list[TopicPartition]) -> None: ...
+    def unassign(self) -> None: ...
+
+    def consume(self, n: int, timeout: float) -> list[_Message]:
+        batch, self.read = self.records[self.read :], len(self.records)
+        return [_Message(k, v) for k, v in batch]
+
+    def position(self, tps: list[TopicPartition]) -> list[TopicPartition]:
+        return [TopicPartition(tp.topic, tp.partition, self.read) for tp in tps]
+
+
+def _store(
+    reader: _Reader, guard: RecordingGuard, timeout: float, stuck_after: float | None
+) -> Any:
+    from app.offsets.target import _GRACE_S, TargetOffsets
+
+    store = TargetOffsets.__new__(TargetOffsets)  # the reader is a fake: no cluster
+    store._reader, store.topic, store._group, store._guard = reader, "g.offsets", "g", guard
+    store._timeout, store._stuck_after = timeout, stuck_after or timeout + _GRACE_S
+    return store
+
+
+def test_reading_the_positions_bounds_each_client_call_by_the_stuck_call_deadline() -> None:
+    reader = _Reader([(offsets_key("g", "in", 0), offsets_value(12, "w"))])
+    guard = RecordingGuard()
+    store = _store(reader, guard, timeout=30.0, stuck_after=12.0)
+    committed = store.committed([TopicPartition("in", 0), TopicPartition("in", 1)])
+    assert [(tp.partition, tp.offset) for tp in committed] == [(0, 12), (1, -1001)]
+    assert guard.deadlines == [("offsets topic metadata", 12.0), ("offsets topic read", 12.0)]
+
+
+def test_a_read_held_open_past_the_timeout_is_one_fatal_line() -> None:
+    import pytest
+
+    from app.errors import KafkaFatalError
+
+    reader = _Reader([(offsets_key("g", "in", 0), offsets_value(1, "w"))])
+    reader.consume = lambda n, timeout: []  # type: ignore[method-assign]  # an open transaction
+    store = _store(reader, RecordingGuard(), timeout=0.0, stuck_after=None)
+    with pytest.raises(KafkaFatalError, match=r"not read to its end .* a transaction holds it"):
+        store.committed([TopicPartition("in", 0)])

@@ -123,25 +123,42 @@ plus 10 s for the watchdog's tick and the process teardown.
 {{- end }}
 
 {{/*
-security.protocol implied by the sasl and tls values ("" when neither is on).
+security.protocol implied by the sasl and tls values ("" when neither is on). protocolOf takes
+one cluster's (dict "sasl" ... "tls" ...): the source's (sasl, tls) or the target's.
 */}}
-{{- define "eos-bridge.securityProtocol" -}}
-{{- if .Values.sasl.enabled }}
-{{- .Values.sasl.securityProtocol }}
-{{- else if .Values.tls.enabled }}
+{{- define "eos-bridge.protocolOf" -}}
+{{- if .sasl.enabled }}
+{{- .sasl.securityProtocol }}
+{{- else if .tls.enabled }}
 {{- "SSL" }}
 {{- end }}
 {{- end }}
 
+{{- define "eos-bridge.securityProtocol" -}}
+{{- include "eos-bridge.protocolOf" (dict "sasl" .Values.sasl "tls" .Values.tls) }}
+{{- end }}
+
 {{- define "eos-bridge.tlsDir" -}}/etc/eos-bridge/tls{{- end }}
+{{- define "eos-bridge.targetTlsDir" -}}/etc/eos-bridge/target-tls{{- end }}
+
+{{/*
+"true" when target.bootstrapServers names a second cluster (docs/cross-cluster.md), else "".
+*/}}
+{{- define "eos-bridge.twoClusters" -}}
+{{- if .Values.target.bootstrapServers }}true{{ end }}
+{{- end }}
 
 {{/*
 librdkafka TLS settings for the mounted Secrets: paths only, never a secret (the key password
 reaches the bridge as an environment variable from its Secret).
 */}}
 {{- define "eos-bridge.tlsSettings" -}}
-{{- $tls := .Values.tls }}
-{{- $dir := include "eos-bridge.tlsDir" . }}
+{{- include "eos-bridge.tlsSettingsOf" (dict "tls" .Values.tls "dir" (include "eos-bridge.tlsDir" .)) }}
+{{- end }}
+
+{{- define "eos-bridge.tlsSettingsOf" -}}
+{{- $tls := .tls }}
+{{- $dir := .dir }}
 {{- $out := dict }}
 {{- if $tls.enabled }}
 {{- if $tls.caSecret }}
@@ -163,15 +180,13 @@ common map; credentials and the key password come from Secrets as environment va
 from here.
 */}}
 {{- define "eos-bridge.configFile" -}}
-{{- $kafka := deepCopy .Values.bridge.kafka }}
-{{- with include "eos-bridge.securityProtocol" . }}
-{{- $_ := set $kafka "security.protocol" . }}
-{{- end }}
-{{- if .Values.sasl.enabled }}
-{{- $_ := set $kafka "sasl.mechanisms" .Values.sasl.mechanism }}
-{{- end }}
-{{- $kafka = merge $kafka (include "eos-bridge.tlsSettings" . | fromYaml) }}
+{{- $kafka := include "eos-bridge.kafkaMapOf" (dict "kafka" .Values.bridge.kafka "sasl" .Values.sasl "tls" .Values.tls "dir" (include "eos-bridge.tlsDir" .)) | fromYaml }}
 {{- $file := dict "kafka" $kafka "consumer" .Values.bridge.consumer "producer" .Values.bridge.producer }}
+{{- if include "eos-bridge.twoClusters" . }}
+{{- $t := .Values.target }}
+{{- $targetKafka := include "eos-bridge.kafkaMapOf" (dict "kafka" $t.kafka "sasl" $t.sasl "tls" $t.tls "dir" (include "eos-bridge.targetTlsDir" .)) | fromYaml }}
+{{- $_ := set $file "target" (dict "kafka" $targetKafka) }}
+{{- end }}
 {{- with .Values.schemaRegistry }}
 {{- if .url }}
 {{- $registry := dict "url" .url }}
@@ -182,6 +197,59 @@ from here.
 {{- end }}
 {{- end }}
 {{- $file | toYaml }}
+{{- end }}
+
+{{/*
+One cluster's librdkafka map: its kafka values plus the security protocol, SASL mechanism and
+TLS file paths its sasl and tls values imply. Call with (dict "kafka" "sasl" "tls" "dir").
+*/}}
+{{- define "eos-bridge.kafkaMapOf" -}}
+{{- $kafka := deepCopy .kafka }}
+{{- with include "eos-bridge.protocolOf" . }}
+{{- $_ := set $kafka "security.protocol" . }}
+{{- end }}
+{{- if .sasl.enabled }}
+{{- $_ := set $kafka "sasl.mechanisms" .sasl.mechanism }}
+{{- end }}
+{{- $kafka = merge $kafka (include "eos-bridge.tlsSettingsOf" . | fromYaml) }}
+{{- toYaml $kafka }}
+{{- end }}
+
+{{/*
+The target cluster (target.*): where it is, the offsets store settings, and its credentials,
+each from the target's own Secrets (BRIDGE_TARGET__*; the bridge only, not the Spark job).
+*/}}
+{{- define "eos-bridge.targetEnv" -}}
+{{- if include "eos-bridge.twoClusters" . }}
+{{- $t := .Values.target }}
+- name: BRIDGE_TARGET__BOOTSTRAP_SERVERS
+  value: {{ $t.bootstrapServers | quote }}
+{{- with $t.offsetsTopic }}
+- name: BRIDGE_OFFSETS_TOPIC
+  value: {{ . | quote }}
+{{- end }}
+- name: BRIDGE_MIRROR_OFFSETS_TO_SOURCE
+  value: {{ $t.mirrorOffsetsToSource | quote }}
+{{- if $t.sasl.enabled }}
+- name: BRIDGE_TARGET__SASL_USERNAME
+  valueFrom:
+    secretKeyRef:
+      name: {{ $t.sasl.existingSecret }}
+      key: {{ $t.sasl.usernameKey }}
+- name: BRIDGE_TARGET__SASL_PASSWORD
+  valueFrom:
+    secretKeyRef:
+      name: {{ $t.sasl.existingSecret }}
+      key: {{ $t.sasl.passwordKey }}
+{{- end }}
+{{- if and $t.tls.enabled $t.tls.keyPasswordSecret.name }}
+- name: BRIDGE_TARGET__KAFKA__ssl.key.password
+  valueFrom:
+    secretKeyRef:
+      name: {{ $t.tls.keyPasswordSecret.name }}
+      key: {{ $t.tls.keyPasswordSecret.key }}
+{{- end }}
+{{- end }}
 {{- end }}
 
 {{/*
@@ -222,25 +290,48 @@ helm test pod share them).
 The TLS Secrets as one read-only volume: ca.crt, client.crt, client.key.
 */}}
 {{- define "eos-bridge.tlsVolume" -}}
-{{- if and .Values.tls.enabled (or .Values.tls.caSecret .Values.tls.clientSecret) }}
-- name: kafka-tls
+{{- include "eos-bridge.tlsVolumeOf" (dict "name" "kafka-tls" "tls" .Values.tls) }}
+{{- end }}
+
+{{/*
+The target's TLS Secrets (target.tls), the same way: the bridge and its helm test only.
+*/}}
+{{- define "eos-bridge.targetTlsVolume" -}}
+{{- if include "eos-bridge.twoClusters" . }}
+{{- include "eos-bridge.tlsVolumeOf" (dict "name" "target-kafka-tls" "tls" .Values.target.tls) }}
+{{- end }}
+{{- end }}
+
+{{- define "eos-bridge.targetTlsVolumeMount" -}}
+{{- $tls := .Values.target.tls }}
+{{- if and (include "eos-bridge.twoClusters" .) $tls.enabled (or $tls.caSecret $tls.clientSecret) }}
+- name: target-kafka-tls
+  mountPath: {{ include "eos-bridge.targetTlsDir" . }}
+  readOnly: true
+{{- end }}
+{{- end }}
+
+{{- define "eos-bridge.tlsVolumeOf" -}}
+{{- $tls := .tls }}
+{{- if and $tls.enabled (or $tls.caSecret $tls.clientSecret) }}
+- name: {{ .name }}
   projected:
     defaultMode: 0440
     sources:
-      {{- with .Values.tls.caSecret }}
+      {{- with $tls.caSecret }}
       - secret:
           name: {{ . }}
           items:
-            - key: {{ $.Values.tls.caKey }}
+            - key: {{ $tls.caKey }}
               path: ca.crt
       {{- end }}
-      {{- with .Values.tls.clientSecret }}
+      {{- with $tls.clientSecret }}
       - secret:
           name: {{ . }}
           items:
-            - key: {{ $.Values.tls.certKey }}
+            - key: {{ $tls.certKey }}
               path: client.crt
-            - key: {{ $.Values.tls.keyKey }}
+            - key: {{ $tls.keyKey }}
               path: client.key
       {{- end }}
 {{- end }}
@@ -287,7 +378,7 @@ Ports of bridge.bootstrapServers (host:port,...), or networkPolicy.kafkaPorts wh
 {{- if .Values.networkPolicy.kafkaPorts }}
 {{- $ports = .Values.networkPolicy.kafkaPorts }}
 {{- else }}
-{{- range splitList "," .Values.bridge.bootstrapServers }}
+{{- range splitList "," (trimSuffix "," (printf "%s,%s" .Values.bridge.bootstrapServers .Values.target.bootstrapServers)) }}
 {{- $port := last (splitList ":" (trim .)) }}
 {{- if regexMatch "^[0-9]+$" $port }}
 {{- $ports = append $ports (int $port) }}
@@ -322,6 +413,9 @@ Fail rendering with one clear message when a required setting is missing.
 {{- if and .Values.sasl.enabled (not .Values.sasl.existingSecret) }}
 {{- fail "sasl.existingSecret must name a Secret with the SASL credentials when sasl.enabled is true" }}
 {{- end }}
+{{- if and .Values.target.sasl.enabled (not .Values.target.sasl.existingSecret) }}
+{{- fail "target.sasl.existingSecret must name a Secret with the target's SASL credentials when target.sasl.enabled is true" }}
+{{- end }}
 {{- include "eos-bridge.validateBridge" . }}
 {{- include "eos-bridge.validateSecurity" . }}
 {{- end }}
@@ -334,7 +428,7 @@ What the bridge itself would refuse at start (app/config.py), caught before anyt
 {{- if gt (mulf $b.commitInterval 3000.0) (float64 $b.transactionTimeoutMs) }}
 {{- fail (printf "bridge.commitInterval (%vs) must be at most a third of bridge.transactionTimeoutMs (%v ms), so a slow checkpoint never outlives its transaction: lower the interval or raise the timeout" $b.commitInterval $b.transactionTimeoutMs) }}
 {{- end }}
-{{- if has $b.outputTopic $b.inputTopics }}
+{{- if and (has $b.outputTopic $b.inputTopics) (not (include "eos-bridge.twoClusters" .)) }}
 {{- fail (printf "bridge.outputTopic %q is also in bridge.inputTopics: the bridge would read its own output" $b.outputTopic) }}
 {{- end }}
 {{- end }}
@@ -350,6 +444,11 @@ are not also set by hand.
 {{- if has $key $secretKeys }}
 {{- fail (printf "bridge.%s.%s would put a secret into the ConfigMap: use sasl.existingSecret or tls.keyPasswordSecret (or extraEnv with a secretKeyRef)" $map $key) }}
 {{- end }}
+{{- end }}
+{{- end }}
+{{- range $key, $_ := $.Values.target.kafka }}
+{{- if has $key $secretKeys }}
+{{- fail (printf "target.kafka.%s would put a secret into the ConfigMap: use target.sasl.existingSecret or target.tls.keyPasswordSecret" $key) }}
 {{- end }}
 {{- end }}
 {{- $derived := keys (include "eos-bridge.tlsSettings" . | fromYaml) }}
@@ -428,6 +527,9 @@ what the bridge runs with.
 {{- with include "eos-bridge.credentialEnv" . | trim }}
 {{ . }}
 {{- end }}
+{{- with include "eos-bridge.targetEnv" . | trim }}
+{{ . }}
+{{- end }}
 {{- with .Values.extraEnv }}
 {{ toYaml . }}
 {{- end }}
@@ -446,6 +548,9 @@ Volume mounts of the helm test containers: what the bridge reads, no state.
   mountPath: /etc/eos-bridge-test
   readOnly: true
 {{- with include "eos-bridge.tlsVolumeMount" . | trim }}
+{{ . }}
+{{- end }}
+{{- with include "eos-bridge.targetTlsVolumeMount" . | trim }}
 {{ . }}
 {{- end }}
 {{- with .Values.extraVolumeMounts }}
