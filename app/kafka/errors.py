@@ -82,6 +82,12 @@ _SETTLING = frozenset(
         KafkaError.COORDINATOR_NOT_AVAILABLE,
         KafkaError._TIMED_OUT,
         KafkaError._TRANSPORT,
+        # A leader election in flight: the broker knows a newer (or not yet the) leader epoch
+        # than the request; Kafka's clients retry these after a metadata refresh (a soak's
+        # bandwidth fault made a restore's ListOffsets meet FENCED_LEADER_EPOCH and exit).
+        KafkaError.FENCED_LEADER_EPOCH,
+        KafkaError.UNKNOWN_LEADER_EPOCH,
+        KafkaError.OFFSET_NOT_AVAILABLE,
     }
 )
 

@@ -97,6 +97,7 @@ def test_record_refusals_and_settling_lookups() -> None:
     assert not record_refused(kafka_exc(KafkaError._MSG_TIMED_OUT))
     assert settling(kafka_exc(KafkaError.NOT_LEADER_FOR_PARTITION))
     assert settling(kafka_exc(KafkaError._TIMED_OUT, retriable=True))
+    assert settling(kafka_exc(KafkaError.FENCED_LEADER_EPOCH))  # an election in flight
     assert not settling(kafka_exc(KafkaError.TOPIC_AUTHORIZATION_FAILED))
 
 
