@@ -23,15 +23,19 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from app.commands.connect import DEFAULT_TIMEOUT, add_connection_args, connection
+from app.commands.clusters import (
+    TwoClusterSettings,
+    add_target_args,
+    committed_positions,
+    two_cluster_settings,
+)
+from app.commands.connect import DEFAULT_TIMEOUT, add_connection_args
 from app.commands.formats import add_registry_args, as_json, codec
 from app.commands.rerun import comparable, rerun
 from app.commands.settings import settings_epilog
-from app.config import ConnectionSettings
 from app.errors import ConfigError
 from app.kafka.admin import require_topics
 from app.kafka.topics import KafkaRecord, read_all
-from app.offsets.group import committed_offsets
 from app.pipeline.builder import Pipeline, load_pipeline
 from app.pipeline.spec import load_spec
 from app.serde import Role
@@ -195,15 +199,37 @@ def _progress(line: str) -> None:
 
 
 def _committed_only(
-    config: dict[str, Any], group: str, topics: list[str], inputs: list[KafkaRecord]
+    conn: TwoClusterSettings, group: str, inputs: list[KafkaRecord], timeout: float
 ) -> list[KafkaRecord]:
-    """The input records ``group`` has committed (its positions are past them)."""
-    committed = {
-        (topic, p): offset
-        for topic in topics
-        for p, offset in committed_offsets(config, group, topic).items()
-    }
-    return [r for r in inputs if r.offset < committed.get((r.topic, r.partition), 0)]
+    """The input records ``group`` has committed (its positions are past them); between two
+    clusters the positions are those of the offsets topic on the target."""
+    committed, where = committed_positions(conn, group, timeout)
+    kept = [r for r in inputs if r.offset < committed.get((r.topic, r.partition), 0)]
+    _progress(f"{len(kept)} of them committed by group {group!r} (positions {where})")
+    return kept
+
+
+def _read_topics(
+    args: argparse.Namespace, conn: TwoClusterSettings
+) -> tuple[list[KafkaRecord], list[KafkaRecord], list[KafkaRecord], set[str]]:
+    """The input (on the source), the output and dead letters (on the target; the source
+    with one cluster), and every topic name of the target."""
+    source, target = conn.source(), conn.target_cluster()
+    readers = [codec(args, f"--{side}-format", Role.INPUT_VALUE) for side in ("input", "output")]
+    existing = require_topics(source, [("--input", t) for t in args.input], DEFAULT_TIMEOUT)
+    wanted = [(f"--{opt}", t) for opt in ("output", "dlq") for t in getattr(args, opt)]
+    existing = require_topics(
+        target, wanted, DEFAULT_TIMEOUT, None if conn.cross_cluster else existing
+    )
+    if conn.cross_cluster:
+        _progress(f"input on {source.bootstrap_servers}, the rest on {target.bootstrap_servers}")
+    config, written = source.client_config(), target.client_config()
+    inputs = as_json(_read(config, args.input, "input", args.timeout), readers[0])
+    if args.group:
+        inputs = _committed_only(conn, args.group, inputs, args.timeout)
+    outputs = as_json(_read(written, args.output, "output", args.timeout), readers[1])
+    dead = _read(written, args.dlq, "dead-letter", args.timeout) if args.dlq else []
+    return inputs, outputs, dead, existing
 
 
 def _source_of(record: KafkaRecord) -> tuple[str, int, int] | None:
@@ -219,10 +245,11 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         help="audit input vs output vs dead-letter topics",
         description="Audit input vs output vs dead-letter topics (read_committed). Exit codes: "
         "0 every input accounted for, 1 a violation, 2 a usage or connection mistake.",
-        epilog=settings_epilog(ConnectionSettings, "connection settings"),
+        epilog=settings_epilog(TwoClusterSettings, "connection settings"),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     add_connection_args(parser, timeout=False)
+    add_target_args(parser)
     parser.add_argument("--input", action="append", required=True, help="input topic (repeat)")
     parser.add_argument("--output", action="append", required=True, help="output topic (repeat)")
     parser.add_argument("--dlq", action="append", default=[], help="dead-letter topic (repeat)")
@@ -244,17 +271,7 @@ def run(args: argparse.Namespace) -> int:
         record_id = None if pipeline is not None else IdExtractor(args.id_field, args.id_header)
     except ValueError as exc:
         raise ConfigError(f"{exc}, or --pipeline/--pipeline-spec") from None
-    conn = connection(args)
-    readers = [codec(args, f"--{side}-format", Role.INPUT_VALUE) for side in ("input", "output")]
-    wanted = [(f"--{opt}", t) for opt in ("input", "output", "dlq") for t in getattr(args, opt)]
-    existing = require_topics(conn, wanted, DEFAULT_TIMEOUT)
-    config = conn.client_config()
-    inputs = as_json(_read(config, args.input, "input", args.timeout), readers[0])
-    if args.group:
-        inputs = _committed_only(config, args.group, args.input, inputs)
-        _progress(f"{len(inputs)} of them committed by group {args.group!r}")
-    outputs = as_json(_read(config, args.output, "output", args.timeout), readers[1])
-    dead = _read(config, args.dlq, "dead-letter", args.timeout) if args.dlq else []
+    inputs, outputs, dead, existing = _read_topics(args, two_cluster_settings(args))
     if pipeline is not None:
         report = audit_pipeline(pipeline, inputs, outputs, dead, args.output[0], existing)
     else:

@@ -140,26 +140,47 @@ def test_record_map_fans_out_drops_and_isolates_a_failure() -> None:
         Record.of(out[0]).value = "changed"  # type: ignore[misc]
 
 
-def test_lag_reads_the_target_from_the_bridges_settings_or_from_target(
-    monkeypatch: pytest.MonkeyPatch,
+@pytest.mark.parametrize(
+    "command", [["lag", "g"], ["verify", "--input", "i", "--output", "o", "--id-field", "id"]]
+)
+def test_lag_and_verify_read_the_target_from_the_bridges_settings_or_from_target(
+    monkeypatch: pytest.MonkeyPatch, command: list[str]
 ) -> None:
     from app.commands.cli import build_parser
-    from app.commands.lag import lag_settings
+    from app.commands.clusters import two_cluster_settings
+
+    def settings(*flags: str) -> Any:
+        return two_cluster_settings(build_parser().parse_args([*command, *flags]))
 
     for name in ("BRIDGE_CONFIG_FILE", "BRIDGE_TARGET__BOOTSTRAP_SERVERS", "BRIDGE_OFFSETS_TOPIC"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("BRIDGE_BOOTSTRAP_SERVERS", "src:9092")
-    one = lag_settings(build_parser().parse_args(["lag", "g"]))
+    one = settings()
     assert one.target is None and not one.cross_cluster
+    assert one.target_cluster().bootstrap_servers == "src:9092"  # one cluster: both roles
     monkeypatch.setenv("BRIDGE_TARGET__BOOTSTRAP_SERVERS", "tgt:9092")
     monkeypatch.setenv("BRIDGE_TARGET__SASL_USERNAME", "bridge")
-    two = lag_settings(build_parser().parse_args(["lag", "g"]))
+    two = settings()
     assert two.cross_cluster and two.target is not None
     assert two.target.client_config()["sasl.username"] == "bridge"
-    flags = ["lag", "g", "--target", "other:9092", "--offsets-topic", "g.pos"]
-    over = lag_settings(build_parser().parse_args(flags))
+    assert two.target_cluster() == two.target
+    over = settings("--target", "other:9092", "--offsets-topic", "g.pos")
     assert over.target is not None and over.target.bootstrap_servers == "other:9092"
     assert over.target.sasl_username == "bridge"  # the flag replaces the address only
     assert over.offsets_topic == "g.pos"
     monkeypatch.setenv("BRIDGE_TARGET__BOOTSTRAP_SERVERS", "src:9092")  # the same cluster
-    assert not lag_settings(build_parser().parse_args(["lag", "g"])).cross_cluster
+    assert not settings().cross_cluster
+
+
+def test_verify_keeps_the_input_below_the_committed_positions(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from app.commands import verify
+    from app.commands.clusters import TwoClusterSettings
+    from app.kafka.topics import KafkaRecord
+
+    positions = {("in", 0): 2, ("in", 1): 0}  # in[2]: nothing committed
+    monkeypatch.setattr(verify, "committed_positions", lambda *_: (positions, "on the target"))
+    inputs = [KafkaRecord("in", p, o, None, b"{}", (), 0) for p in range(3) for o in range(3)]
+    kept = verify._committed_only(TwoClusterSettings(), "g", inputs, 1.0)
+    assert [(r.partition, r.offset) for r in kept] == [(0, 0), (0, 1)]
