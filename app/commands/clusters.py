@@ -10,6 +10,7 @@ dead letters and the offsets topic are on the target.
 from __future__ import annotations
 
 import argparse
+import time
 from collections.abc import Mapping
 
 from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException
@@ -18,7 +19,7 @@ from pydantic import Field
 
 from app.config import Cluster, ConnectionSettings, load_tool_settings
 from app.errors import ConfigError
-from app.kafka.errors import describe
+from app.kafka.errors import RETRY_PAUSE_S, describe, settling
 from app.kafka.topics import partitions_of, read_all
 from app.offsets.target import latest_positions
 
@@ -100,10 +101,19 @@ def _offsets_topic_positions(
 
 
 def _group_positions(conn: ConnectionSettings, group: str, timeout: float) -> Positions:
+    """The group's committed offsets; a coordinator still loading or moving is asked again
+    until ``timeout`` (as the bridge's own offset look-ups do)."""
     admin = AdminClient(conn.client_config())
     request = [ConsumerGroupTopicPartitions(group)]
-    try:
-        answer = admin.list_consumer_group_offsets(request)[group].result(timeout)
-    except KafkaException as exc:
-        raise ConfigError(f"cannot read the offsets of group {group!r}: {describe(exc)}") from None
-    return {(tp.topic, tp.partition): tp.offset for tp in answer.topic_partitions}
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            left = max(1.0, deadline - time.monotonic())
+            answer = admin.list_consumer_group_offsets(request)[group].result(left)
+            return {(tp.topic, tp.partition): tp.offset for tp in answer.topic_partitions}
+        except (KafkaException, TimeoutError) as exc:  # TimeoutError: no answer in time
+            if not settling(exc) or time.monotonic() >= deadline:
+                raise ConfigError(
+                    f"cannot read the offsets of group {group!r}: {describe(exc)}"
+                ) from None
+        time.sleep(RETRY_PAUSE_S[0])
