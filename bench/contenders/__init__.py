@@ -53,13 +53,14 @@ class Contender:
     kind: str  # bridge | quix | hand | raw | kstreams
     guarantee: str  # exactly-once | at-least-once
     spec: bool = False  # bridge: the pipeline as a declarative spec (bench/specs/<p>.yaml)
+    value_format: str = "json"  # bridge: input_format and output_format
 
     def command(self, job: Job) -> tuple[list[str], dict[str, str]]:
         """argv and environment of the contender process."""
         env = {k: v for k, v in os.environ.items() if not k.startswith("BRIDGE_")}
         env["PYTHONPATH"] = str(job.source)
         if self.kind == "bridge":
-            env.update(bridge_env(job, self.guarantee, self.spec))
+            env.update(bridge_env(job, self.guarantee, self.spec, self.value_format))
             return [sys.executable, "-m", "app", "run"], env
         if self.kind == "kstreams":
             from bench.contenders import kstreams  # here: it imports this module
@@ -81,8 +82,11 @@ class Contender:
         return argv, env
 
 
-def bridge_env(job: Job, guarantee: str, spec: bool = False) -> dict[str, str]:
-    """BRIDGE_* settings of an eos-bridge run (defaults for everything not listed)."""
+def bridge_env(
+    job: Job, guarantee: str, spec: bool = False, value_format: str = "json"
+) -> dict[str, str]:
+    """BRIDGE_* settings of an eos-bridge run (defaults for everything not listed); pipeline
+    ``copy`` is no pipeline at all (a passthrough)."""
     env = {
         "BRIDGE_BOOTSTRAP_SERVERS": job.bootstrap,
         "BRIDGE_INPUT_TOPICS": f'["{job.input_topic}"]',
@@ -98,7 +102,11 @@ def bridge_env(job: Job, guarantee: str, spec: bool = False) -> dict[str, str]:
         "BRIDGE_STATE_DIR": str(job.state_dir),
         "BRIDGE_LOG_LEVEL": "WARNING",
     }
-    if spec:
+    if value_format != "json":
+        env["BRIDGE_INPUT_FORMAT"] = env["BRIDGE_OUTPUT_FORMAT"] = value_format
+    if job.pipeline == "copy":
+        del env["BRIDGE_PIPELINE"]
+    elif spec:
         del env["BRIDGE_PIPELINE"]
         env["BRIDGE_PIPELINE_SPEC"] = str(job.source / "bench" / "specs" / f"{job.pipeline}.yaml")
     return env
