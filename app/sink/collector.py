@@ -108,18 +108,13 @@ class RecordCollector:
         self._out += 1
 
     def send_alone(
-        self,
-        topic: str,
-        value: bytes | None,
-        key: bytes | None,
-        headers: Any,
-        partition: int = -1,
-        timestamp: int = 0,
+        self, topic: str, value: bytes | None, key: bytes | None, headers: Any, *where: int
     ) -> None:
         """One output record in a produce request of its own (flushed before and after), so
-        that a refusal names this record alone (:mod:`app.sink.refusals`)."""
+        that a refusal names this record alone (:mod:`app.sink.refusals`); ``where``: its
+        partition and timestamp, as :meth:`send` takes them."""
         self._producer.flush(30)
-        self.send(topic, value, key, headers, partition, timestamp)
+        self.send(topic, value, key, headers, *where)
         self._producer.flush(30)
 
     def hooks(self) -> tuple[Produce, Room]:

@@ -1,14 +1,15 @@
-"""Output topic naming and kept partitions (app.kafka.naming), and the settings that use them:
-a bad template is one line naming the setting; a partition mismatch with keep_partition=true
-is one line per topic (exit 2)."""
+"""Output topic naming and kept partitions (app.kafka.naming): a bad template is one line; a
+partition mismatch with keep_partition=true is one line per topic (exit 2). The settings that
+use them: tests/unit/test_config.py."""
 
 from __future__ import annotations
 
-import os
+from types import SimpleNamespace
+from typing import Any
 
 import pytest
 
-from app.config import load_settings
+from app.engine.wiring import _keep_partition
 from app.errors import ConfigError
 from app.kafka.naming import (
     check_template,
@@ -17,13 +18,7 @@ from app.kafka.naming import (
     partition_mismatches,
     render,
 )
-
-
-@pytest.fixture(autouse=True)
-def clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    for key in list(os.environ):
-        if key.startswith("BRIDGE_"):
-            monkeypatch.delenv(key)
+from app.pipeline.builder import Pipeline
 
 
 def test_same_name_prefix_and_template() -> None:
@@ -52,44 +47,6 @@ def test_a_bad_template_is_refused_in_one_line(template: str, says: str) -> None
     assert "\n" not in str(info.value)
 
 
-def test_the_settings_name_the_setting_of_a_bad_template() -> None:
-    with pytest.raises(ConfigError) as info:
-        load_settings(input_topics=["a"], output_topic="x.{name}")
-    (line,) = str(info.value).splitlines()[1:]
-    assert line.startswith("  - output_topic (BRIDGE_OUTPUT_TOPIC): template 'x.{name}' has")
-
-
-def test_a_template_names_each_inputs_output_and_the_dead_letters_after_the_group() -> None:
-    s = load_settings(input_topics=["a", "b"], output_topic="eu.{topic}", group_id="g")
-    assert s.output_topics == {"a": "eu.a", "b": "eu.b"}
-    assert s.dead_letter_topic == "g.dlq"
-    assert s.keep_partition == "auto"
-    plain = load_settings(input_topics=["a", "b"], output_topic="out")
-    assert plain.output_topics == {"a": "out", "b": "out"}
-    assert plain.dead_letter_topic == "out.dlq"
-
-
-def test_same_names_on_one_cluster_would_read_their_own_output() -> None:
-    with pytest.raises(ConfigError) as info:
-        load_settings(input_topics=["a"], output_topic="{topic}")
-    assert "output_topic '{topic}': 'a' is also an input topic" in str(info.value)
-    across = load_settings(
-        input_topics=["a"], output_topic="{topic}", target={"bootstrap_servers": "other:9092"}
-    )
-    assert across.output_topics == {"a": "a"}
-
-
-@pytest.mark.parametrize(("value", "parsed"), [("auto", "auto"), ("true", True), ("false", False)])
-def test_keep_partition_from_the_environment(
-    monkeypatch: pytest.MonkeyPatch, value: str, parsed: object
-) -> None:
-    monkeypatch.setenv("BRIDGE_KEEP_PARTITION", value)
-    assert load_settings(input_topics=["a"], output_topic="b").keep_partition == parsed
-    monkeypatch.setenv("BRIDGE_KEEP_PARTITION", "sometimes")
-    with pytest.raises(ConfigError, match="keep_partition"):
-        load_settings(input_topics=["a"], output_topic="b")
-
-
 def test_mismatches_are_one_line_per_topic() -> None:
     outputs = {"a": "x.a", "b": "x.b", "c": "x.c"}
     lines = partition_mismatches(outputs, {"a": 4, "b": 2, "c": 3}, {"x.a": 4, "x.b": 6, "x.c": 1})
@@ -108,3 +65,36 @@ def test_auto_keeps_only_when_every_count_matches_and_true_refuses_a_mismatch() 
         keeps_partition(True, ["input topic 'b' has 2 partitions, its output topic 'x' has 6"])
     (line,) = str(info.value).splitlines()
     assert line.startswith("keep_partition=true (BRIDGE_KEEP_PARTITION): input topic 'b' has 2")
+
+
+class _Admin:
+    """list_topics() of a cluster with the given partition counts."""
+
+    def __init__(self, **counts: int) -> None:
+        self._topics = {
+            t.replace("_", "."): SimpleNamespace(partitions=dict.fromkeys(range(n)))
+            for t, n in counts.items()
+        }
+
+    def list_topics(self, timeout: float = -1) -> Any:
+        return SimpleNamespace(topics=self._topics)
+
+
+@pytest.mark.parametrize(
+    ("setting", "pipeline", "out_partitions", "kept"),
+    [
+        ("auto", Pipeline(), 4, True),
+        ("auto", Pipeline(), 2, False),
+        ("auto", Pipeline().key_by(lambda v: v["user"]), 4, False),  # placed by its new key
+        (True, Pipeline().key_by(lambda v: v["user"]), 4, True),  # as the user says
+        (False, Pipeline(), 4, False),
+    ],
+)
+def test_auto_keeps_partitions_when_counts_match_and_no_step_rekeys(
+    setting: Any, pipeline: Pipeline, out_partitions: int, kept: bool
+) -> None:
+    settings = SimpleNamespace(
+        keep_partition=setting, output_topics={"a": "x.a"}, startup_timeout=1.0
+    )
+    source, target = _Admin(a=4), _Admin(x_a=out_partitions)
+    assert _keep_partition(settings, pipeline, source, target) is kept  # type: ignore[arg-type]
