@@ -85,6 +85,7 @@ class Output:
             self._defaults = dict(default_topic)
             self._default_topic = next(iter(self._defaults.values()))
         self._keep_partition = keep_partition
+        self._per_topic = len({*(self._defaults or {}).values()}) > 1
         self._dlq_topic = dlq_topic
         self._max_bytes = max_bytes
         self._topic_exists = topic_exists
@@ -230,7 +231,7 @@ class Output:
     @property
     def per_topic(self) -> bool:
         """Rows of different input topics go to different output topics (a template)."""
-        return self._defaults is not None and len(set(self._defaults.values())) > 1
+        return self._per_topic
 
     @property
     def keep_partition(self) -> bool:
