@@ -21,6 +21,7 @@ from pydantic import (
     Field,
     SecretStr,
     ValidationError,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
@@ -34,7 +35,8 @@ from pydantic_settings import (
 )
 
 from app.errors import ConfigError
-from app.kafka.defaults import FORCED_CONSUMER_KEYS, FORCED_PRODUCER_KEYS
+from app.kafka.defaults import FORCED_CONSUMER_KEYS, FORCED_PRODUCER_KEYS, masked, refuse_forced
+from app.kafka.naming import KeepPartition, check_template, is_template, output_topics
 from app.serde import FORMAT_SETTINGS, check_formats
 from app.serde.registry import RegistrySettings, SchemaSettings
 
@@ -64,7 +66,7 @@ class Cluster(BaseModel):
     @field_validator("kafka")
     @classmethod
     def _no_forced_common_keys(cls, value: dict[str, KafkaValue]) -> dict[str, KafkaValue]:
-        _refuse_forced(value, FORCED_CONSUMER_KEYS | FORCED_PRODUCER_KEYS, "kafka")
+        refuse_forced(value, FORCED_CONSUMER_KEYS | FORCED_PRODUCER_KEYS, "kafka")
         return value
 
     def client_common(self) -> dict[str, KafkaValue]:
@@ -116,7 +118,7 @@ class ConnectionSettings(BaseSettings):
     @field_validator("kafka")
     @classmethod
     def _no_forced_common_keys(cls, value: dict[str, KafkaValue]) -> dict[str, KafkaValue]:
-        _refuse_forced(value, FORCED_CONSUMER_KEYS | FORCED_PRODUCER_KEYS, "kafka")
+        refuse_forced(value, FORCED_CONSUMER_KEYS | FORCED_PRODUCER_KEYS, "kafka")
         return value
 
     def source(self) -> Cluster:
@@ -143,7 +145,10 @@ class BridgeSettings(ConnectionSettings):
 
     # NoDecode: the env var may be JSON (`["a","b"]`) or comma-separated (`a,b`).
     input_topics: Annotated[list[str], NoDecode] = Field(min_length=1, description="topics to read")
-    output_topic: str = Field(min_length=1, description="default output topic")
+    output_topic: str = Field(
+        min_length=1, description="output topic, or per input topic: {topic}, source.{topic}"
+    )
+    keep_partition: KeepPartition = Field("auto", description="auto: when counts match")
     dlq_topic: str | None = Field(None, description="dead-letter topic; default <output>.dlq")
     on_error: Literal["dlq", "fail"] = Field("dlq", description="what a bad record does")
     record_retries: int = Field(2, ge=0, le=100, description="retries of a raising step")
@@ -235,16 +240,22 @@ class BridgeSettings(ConnectionSettings):
             return [t.strip() for t in value.split(",") if t.strip()]
         return value
 
+    @field_validator("output_topic")
+    @classmethod
+    def _template(cls, value: str, info: ValidationInfo) -> str:
+        check_template(value, info.data.get("input_topics", ()))
+        return value
+
     @field_validator("consumer")
     @classmethod
     def _no_forced_consumer_keys(cls, value: dict[str, KafkaValue]) -> dict[str, KafkaValue]:
-        _refuse_forced(value, FORCED_CONSUMER_KEYS, "consumer")
+        refuse_forced(value, FORCED_CONSUMER_KEYS, "consumer")
         return value
 
     @field_validator("producer")
     @classmethod
     def _no_forced_producer_keys(cls, value: dict[str, KafkaValue]) -> dict[str, KafkaValue]:
-        _refuse_forced(value, FORCED_PRODUCER_KEYS, "producer")
+        refuse_forced(value, FORCED_PRODUCER_KEYS, "producer")
         return value
 
     @model_validator(mode="after")
@@ -266,8 +277,11 @@ class BridgeSettings(ConnectionSettings):
             registry=self.schema_registry is not None,
             target=self.target_registry is not None,
         )
-        if self.output_topic in self.input_topics and not self.cross_cluster:
-            raise ValueError(f"output_topic {self.output_topic!r} is also an input topic")
+        loops = [out for out in self.output_topics.values() if out in self.input_topics]
+        if loops and not self.cross_cluster:
+            raise ValueError(
+                f"output_topic {self.output_topic!r}: {loops[0]!r} is also an input topic"
+            )
         return self
 
     # ---- derived values --------------------------------------------------------------------
@@ -286,8 +300,14 @@ class BridgeSettings(ConnectionSettings):
         return self.processing_guarantee == "exactly-once"
 
     @property
+    def output_topics(self) -> dict[str, str]:
+        """Input topic → its output topic (``output_topic``, a template rendered per input)."""
+        return output_topics(self.output_topic, self.input_topics)
+
+    @property
     def dead_letter_topic(self) -> str:
-        return self.dlq_topic or f"{self.output_topic}.dlq"
+        base = f"{self.group_id}" if is_template(self.output_topic) else self.output_topic
+        return self.dlq_topic or f"{base}.dlq"
 
     @property
     def transactional_id(self) -> str:
@@ -297,38 +317,15 @@ class BridgeSettings(ConnectionSettings):
         """The effective configuration with secrets masked, for ``check-config`` and logs."""
         data = self.model_dump(mode="json", exclude={"fault_abort_every"})  # a test hook
         for section in ("kafka", "consumer", "producer"):
-            data[section] = {
-                k: ("**********" if _secret_key(k) else v) for k, v in data[section].items()
-            }
+            data[section] = masked(data[section])
         if data.get("target"):
-            data["target"]["kafka"] = {
-                k: ("**********" if _secret_key(k) else v)
-                for k, v in data["target"]["kafka"].items()
-            }
+            data["target"]["kafka"] = masked(data["target"]["kafka"])
         for name in ("schema_registry", "target_registry"):  # basic_auth etc.: masked
             if (registry := getattr(self, name)) is not None:
                 data[name]["url"] = registry.safe_url
         data["dlq_topic"] = self.dead_letter_topic
         data["transactional_id"] = self.transactional_id if self.exactly_once else None
         return data
-
-
-# librdkafka keys whose values can carry a secret: passwords, PEM private keys, JAAS configs
-# and the OAUTHBEARER config, whose "k=v" pairs may hold a client secret.
-_SECRET_WORDS = ("password", "secret", "token", "key.pem", "jaas", "oauthbearer.config")
-
-
-def _secret_key(key: str) -> bool:
-    return any(word in key for word in _SECRET_WORDS)
-
-
-def _refuse_forced(value: dict[str, KafkaValue], forced: frozenset[str], section: str) -> None:
-    clash = sorted(set(value) & forced)
-    if clash:
-        raise ValueError(
-            f"{section}.{clash[0]} is set by the bridge itself and cannot be overridden "
-            f"(forced keys: {', '.join(sorted(forced))})"
-        )
 
 
 def load_settings(config_file: Path | None = None, **overrides: Any) -> BridgeSettings:

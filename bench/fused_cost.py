@@ -47,8 +47,14 @@ class _Msg:
     def headers(self) -> None:
         return None
 
+    def partition(self) -> int:
+        return 0
 
-def _produce(topic: str, value: bytes, key: Any, headers: Any = None) -> None:
+    def timestamp(self) -> tuple[int, int]:
+        return (1, 1_700_000_000_000)
+
+
+def _produce(topic: str, value: bytes, key: Any, *placed: Any) -> None:
     pass
 
 

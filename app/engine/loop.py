@@ -202,11 +202,12 @@ class Bridge:
         """
         started = time.monotonic()
         budget = self._checkpoint.time_left()
-        if self._tasks is None:
+        if self._tasks is None and not self._output.per_topic:
             self._process(messages, started + budget)
-        else:  # each partition's records through its task's producer, in order
-            for task, group in by_partition(messages).items():
-                self._tasks.select(task)
+        else:  # each partition's records through its task's producer, to its topic's output
+            for (_, partition), group in by_partition(messages).items():
+                if self._tasks is not None:
+                    self._tasks.select(partition)
                 self._process(group, started + budget)
         self._checkpoint.record(len(messages), started)
         elapsed = time.monotonic() - started
@@ -308,26 +309,29 @@ class Bridge:
 
 
 def run_fused(output: Output, fused: FusedBatch, messages: list[Message]) -> int:
-    """Run a fused pipeline with the one writer's produce hook, to ``output_topic`` unless it
-    routes; returns how many messages it handled (the rest take the general path).
+    """Run a fused pipeline with the one writer's produce hook, to the output topic of the
+    messages' input topic (one, see :func:`by_partition`) unless it routes; returns how many
+    messages it handled (the rest take the general path).
 
     Raises:
         CheckpointAborted: the producer refused a record.
     """
-    writer, topic = output.collector, output.default_topic
+    source = messages[0].topic() if messages else None
+    writer, topic = output.collector, output.default_topic(source)
     produce, room = writer.hooks()
     try:
-        done, produced = fused(messages, produce, room, topic)
+        done, produced = fused(messages, produce, room, topic, output.keep_partition)
     except KafkaException as exc:
         raise writer.refusal(topic, exc) from exc
     writer.produced(produced)
     return done
 
 
-def by_partition(messages: list[Message]) -> dict[int, list[Message]]:
-    """``messages`` grouped by partition number, each group in consumed order."""
-    groups: dict[int, list[Message]] = {}
+def by_partition(messages: list[Message]) -> dict[tuple[str, int], list[Message]]:
+    """``messages`` grouped by input partition, each group in consumed order."""
+    groups: dict[tuple[str, int], list[Message]] = {}
     for m in messages:
         partition = m.partition()
-        groups.setdefault(partition if partition is not None else -1, []).append(m)
+        where = (m.topic() or "", partition if partition is not None else -1)
+        groups.setdefault(where, []).append(m)
     return groups

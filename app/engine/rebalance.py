@@ -91,9 +91,10 @@ class Rebalancer:
         for task in self._state.progress():
             labels = (task.changelog, str(task.partition))
             self._metrics.recovery_remaining.labels(*labels).set(task.remaining)
-        if done:
-            self._consumer.resume(tps)
-            self._health.set_ready(True, f"running, {len(self._consumer.assignment())} partitions")
+        if done:  # every paused partition: some may have finished in an earlier call
+            assigned = self._consumer.assignment()
+            self._consumer.resume(assigned)
+            self._health.set_ready(True, f"running, {len(assigned)} partitions")
             self._metrics.ready.set(1)
             log.info("state recovered for %s; partitions resumed", pending)
 

@@ -9,8 +9,9 @@ aborts a paused predecessor's open transaction and bumps the epoch, so the prede
 never commit again (docs/cross-cluster.md has the proof sketch and the cost).
 
 :class:`TaskProducers` is the one producer the engine sees (a :class:`ProducerPort`): the
-loop selects the task before it runs each partition's records, changelog records go to the
-task of their partition, and a commit commits every task whose transaction is open.
+loop selects the task before it runs each partition's records, the writer of changelog
+records and positions selects the task of their partition, and a commit commits every task
+whose transaction is open.
 """
 
 from __future__ import annotations
@@ -119,13 +120,14 @@ class TaskProducers:
         timestamp: int = 0,
         headers: Any = None,
     ) -> None:
-        """A record with an explicit partition (a changelog's) goes to that task's producer,
-        any other to the selected task's."""
-        txn_id = self._tasks.get(partition) if partition >= 0 else self._current
+        """A record goes through the selected task's producer, whatever its partition (an
+        output keeps its input partition with ``keep_partition``); the writer of a task's
+        changelog records or positions selects that task first."""
+        txn_id = self._current
         if txn_id is None:
             raise KafkaFatalError(
-                f"no task producer for a record to {topic}[{partition}]: the input partition "
-                f"is not assigned here (assigned tasks: {self.tasks})"
+                f"no task producer for a record to {topic}[{partition}]: no task selected, or "
+                f"its input partition is not assigned here (assigned tasks: {self.tasks})"
             )
         producer = self._open.get(txn_id)
         if producer is None:

@@ -26,10 +26,11 @@ from app.engine.transactions import Transactions
 from app.engine.watchdog import Watchdog
 from app.errors import KafkaFatalError
 from app.kafka.access import check_acls, connect, transactional_access_error
-from app.kafka.admin import require_topics
+from app.kafka.admin import partition_counts, require_topics
 from app.kafka.catalog import TopicCatalog
 from app.kafka.defaults import consumer_config, producer_config
 from app.kafka.errors import describe
+from app.kafka.naming import keeps_partition, partition_mismatches
 from app.kafka.ports import ConsumerPort, KafkaValue
 from app.ops.health import Health
 from app.ops.logs import librdkafka_logging
@@ -60,25 +61,45 @@ def build_pipeline(settings: BridgeSettings) -> Pipeline:
     return Pipeline()  # passthrough
 
 
-def preflight(settings: BridgeSettings) -> tuple[set[str], dict[str, int], AdminClient]:
+def preflight(
+    settings: BridgeSettings, pipeline: Pipeline
+) -> tuple[set[str], dict[str, int], AdminClient, bool]:
     """Check each cluster answers (TLS and credentials included), the topics exist and the
     principal may read the inputs and the group on the source and write the outputs on the
     target (app.kafka.access: one line per problem, at once). One cluster: one check.
 
     Returns:
         every topic name of the target, ``max.message.bytes`` of each topic the bridge writes
-        (those it may read), and an admin client of the target.
+        (those it may read), an admin client of the target, and whether records keep their
+        input partition (``keep_partition``; ``true`` with other counts: exit 2, one line each).
     """
     wanted = wanted_topics(settings)
     read = [w for w in wanted if w[0] == "input_topics"]
     written = [w for w in wanted if w[0] != "input_topics"]
     if settings.cross_cluster:
-        _check_cluster(settings, settings.source(), read, [])
+        source, _ = _check_cluster(settings, settings.source(), read, [])
         admin, existing = _check_cluster(settings, settings.target_cluster(), [], written)
     else:
         admin, existing = _check_cluster(settings, settings.source(), read, written)
+        source = admin
     limits = _topic_limits(admin, [t for _, t in written], settings.startup_timeout)
-    return existing, limits, admin
+    return existing, limits, admin, _keep_partition(settings, pipeline, source, admin)
+
+
+def _keep_partition(
+    settings: BridgeSettings, pipeline: Pipeline, source: AdminClient, target: AdminClient
+) -> bool:
+    """``keep_partition``: true, false, or auto (equal partition counts, no ``key_by``)."""
+    if settings.keep_partition is False or (settings.keep_partition == "auto" and pipeline.rekeys):
+        return False  # a key_by's outputs go where their new key hashes to
+    outputs, timeout = settings.output_topics, settings.startup_timeout
+    mismatches = partition_mismatches(
+        outputs, partition_counts(source, outputs, timeout),
+        partition_counts(target, outputs.values(), timeout),
+    )  # fmt: skip
+    keep = keeps_partition(settings.keep_partition, mismatches)
+    log.info("records %s their input partition", "keep" if keep else "do not keep")
+    return keep
 
 
 def _check_cluster(
@@ -105,7 +126,7 @@ def _check_cluster(
 def wanted_topics(settings: BridgeSettings) -> list[tuple[str, str]]:
     """``(setting, topic)`` for every topic the bridge needs to exist before it starts."""
     wanted = [("input_topics", t) for t in settings.input_topics]
-    wanted += [("output_topic", settings.output_topic)]
+    wanted += [("output_topic", t) for t in dict.fromkeys(settings.output_topics.values())]
     if settings.on_error == "dlq":
         wanted += [("dlq_topic", settings.dead_letter_topic)]
     return wanted
@@ -148,7 +169,7 @@ def build(
 
     ``replaying``: the input is a dead-letter topic (``eos-bridge dlq replay``)."""
     pipeline = build_pipeline(settings)
-    topics, topic_limits, target_admin = preflight(settings)
+    topics, topic_limits, target_admin, keep = preflight(settings, pipeline)
     batch_limit = min(topic_limits.values(), default=None)
     formats, outage = build_formats(settings, health)
     common = _producer_common(settings)
@@ -170,7 +191,7 @@ def build(
     )
     collector.rebind(txn.producer)
     output = Output(
-        collector, settings.output_topic, settings.dead_letter_topic, settings.max_output_bytes,
+        collector, settings.output_topics, settings.dead_letter_topic, settings.max_output_bytes,
         TopicCatalog(target_admin.list_topics if settings.cross_cluster else consumer.list_topics,
                      topics),
         client_max_bytes=int(pconf.get("message.max.bytes", 1_000_000)),
@@ -178,7 +199,7 @@ def build(
             metrics, health, settings.max_dead_letter_ratio, settings.dead_letter_ratio_window
         ),
         value_codec=formats.value_out, key_codec=formats.key_out, topic_max_bytes=topic_limits,
-        replaying=replaying,
+        replaying=replaying, keep_partition=keep,
     )  # fmt: skip
     _init_transactions(txn, common, settings.transactional_id)
     state = make_state(settings, pipeline)
@@ -301,7 +322,8 @@ def build_formats(
     )  # fmt: skip
     for codec in (formats.value_out, formats.key_out):
         if isinstance(codec, serde.RegistryCodec):
-            _prepare(codec, settings.output_topic)
+            for topic in dict.fromkeys(settings.output_topics.values()):
+                _prepare(codec, topic)
     return formats, RegistryOutage(probe, health, settings.call_timeout)
 
 

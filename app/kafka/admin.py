@@ -36,7 +36,8 @@ def require_topics(
     timeout: float,
     existing: set[str] | None = None,
 ) -> set[str]:
-    """Check that every ``(setting, topic)`` exists; returns every topic name there is.
+    """Check that every ``(setting, topic)`` exists (one line per missing topic); returns every
+    topic name there is.
 
     ``setting`` names where the topic came from (a setting or an option; empty for a tool's
     only topic argument), so the message says what to correct. ``existing``: the topic names
@@ -44,16 +45,28 @@ def require_topics(
     """
     if existing is None:
         existing = set(cluster_metadata(conn, timeout).topics)
+    missing = []
     for setting, topic in wanted:
         if topic not in existing:
             close = [t for t in sorted(existing) if _similar(t, topic)][:1]
             hint = f" (did you mean {close[0]!r}?)" if close else ""
             where = f"{setting}: " if setting else ""
-            raise ConfigError(
+            missing.append(
                 f"{where}topic {topic!r} does not exist on {conn.bootstrap_servers}{hint}; "
                 f"create it first (eos-bridge topics create; the bridge never auto-creates topics)"
             )
+    if missing:
+        raise ConfigError("\n".join(missing))
     return existing
+
+
+def partition_counts(admin: AdminClient, topics: Iterable[str], timeout: float) -> dict[str, int]:
+    """The partition count of each of ``topics`` (those the metadata names)."""
+    try:
+        meta = admin.list_topics(timeout=timeout).topics
+    except KafkaException as exc:
+        raise ConfigError(f"cannot read topic metadata: {describe(exc)}") from None
+    return {t: len(meta[t].partitions) for t in topics if t in meta}
 
 
 def _similar(a: str, b: str) -> bool:

@@ -118,3 +118,25 @@ def stuck_call_deadline(
     request = float(request_ms or _LIBRDKAFKA_REQUEST_TIMEOUT_MS) / 1000
     session = float(session_ms or _LIBRDKAFKA_SESSION_TIMEOUT_MS) / 1000
     return min(2 * max(request, session), call_timeout + STUCK_CALL_GRACE_S)
+
+
+# librdkafka keys whose values can carry a secret: passwords, PEM private keys, JAAS configs
+# and the OAUTHBEARER config, whose "k=v" pairs may hold a client secret.
+_SECRET_WORDS = ("password", "secret", "token", "key.pem", "jaas", "oauthbearer.config")
+
+
+def masked(values: dict[str, Any]) -> dict[str, Any]:
+    """``values`` with the value of every key that can carry a secret masked (for logs)."""
+    return {
+        k: ("**********" if any(w in k for w in _SECRET_WORDS) else v) for k, v in values.items()
+    }
+
+
+def refuse_forced(value: dict[str, Any], forced: frozenset[str], section: str) -> None:
+    """Refuse a user value for a key the bridge forces (``section`` names the setting)."""
+    clash = sorted(set(value) & forced)
+    if clash:
+        raise ValueError(
+            f"{section}.{clash[0]} is set by the bridge itself and cannot be overridden "
+            f"(forced keys: {', '.join(sorted(forced))})"
+        )

@@ -116,8 +116,8 @@ class CallGuard(Protocol):
 
 
 NewProducer = Callable[[], ProducerPort]
-# produce(topic, value, key[, headers=...]): the producer's own method, for a loop that produces
-# by itself (the fused path); room(topic, value, key, headers): the local queue was full,
-# produce once there is room.
+# produce(topic, value, key, partition, None, None, timestamp[, headers]): the producer's own
+# method, for a loop that produces by itself (the fused path); room(topic, value, key, headers,
+# partition, timestamp): the local queue was full, produce once there is room.
 Produce = Callable[..., None]
-Room = Callable[[str, bytes, Any, Any], None]
+Room = Callable[[str, bytes | None, Any, Any, int, int], None]

@@ -93,6 +93,11 @@ class Pipeline:
     def stateful(self) -> bool:
         return any(step.stateful for step in self.steps)
 
+    @property
+    def rekeys(self) -> bool:
+        """A step replaces the key (``key_by``)."""
+        return any(getattr(step, "target", None) == "key" for step in self.steps)
+
     def describe(self) -> str:
         """One line for ``check-config``: ``pipeline of 5 step(s), 1 stateful: 'clicks'``
         (stateful steps by name, which names their stores and changelog topics)."""

@@ -38,7 +38,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from app.kafka.ports import Produce, Room
 from app.pipeline.expressions import MESSAGE_META, Translated, build, fields_code, translate
@@ -48,8 +48,15 @@ from app.serde import Formats
 from app.serde import formats as default_formats
 from app.serde.json import has_non_finite, null_in
 
-# run(messages, produce, room, default topic) -> (messages handled, records produced)
-FusedBatch = Callable[[list[Any], Produce, Room, str], tuple[int, int]]
+
+class FusedBatch(Protocol):
+    """``run(messages, produce, room, default topic, keep partition)`` → (messages handled,
+    records produced). ``keep``: a record the pipeline does not route goes to its input
+    partition (``keep_partition``); every record keeps its input's timestamp."""
+
+    def __call__(
+        self, messages: list[Any], produce: Produce, room: Room, default: str, keep: bool = False
+    ) -> tuple[int, int]: ...
 
 
 @dataclass(slots=True, frozen=True)
@@ -68,9 +75,12 @@ class SpecPart:
 
 
 _INDENT = " " * 12
+# A record the pipeline does not route keeps its input partition with keep_partition.
+_PARTITION = "m.partition() if keep else -1"
+_ROUTED_PARTITION = "-1 if t or not keep else m.partition()"
 _BAIL = "return i, n"
 _LOOP = """\
-def run(messages, produce, room, default):
+def run(messages, produce, room, default, keep=False):
     n = 0
 {prologue}
     try:
@@ -83,18 +93,19 @@ def run(messages, produce, room, default):
 {checks}
                 headers = m.headers()
                 extra = header_bytes(headers) if headers else 0
-                if len(payload) + (len(k) if k else 0) + extra > max_bytes:
+                if {size} + (len(k) if k else 0) + extra > max_bytes:
                     return i, n
 {accept}
             except Exception:  # any record error: the general path isolates it
                 return i, n
+            p, ts = {partition}, m.timestamp()[1]
             try:  # outside the guard above: a produce error is no record error
-                if headers is None:
-                    produce({topic}, payload, k)
+                if headers is None:  # positional: cheaper than keywords
+                    produce({topic}, payload, k, p, None, None, ts)
                 else:
-                    produce({topic}, payload, k, headers=headers)
+                    produce({topic}, payload, k, p, None, None, ts, headers)
             except BufferError:
-                room({topic}, payload, k, headers)
+                room({topic}, payload, k, headers, p, ts)
             n += 1
         return len(messages), n
     finally:
@@ -110,16 +121,20 @@ def fused_loop(
     max_bytes: int,
     formats: Formats,
     topic: str = "default",
+    partition: str = _PARTITION,
     prologue: tuple[str, ...] = (),
     accept: tuple[str, ...] = (),
     epilogue: tuple[str, ...] = (),
     check_nan: bool = False,
+    encode: str | None = None,
 ) -> FusedBatch:
     """The one fused loop: decode-free ``body`` lines (they start from ``m``, leave the value in
     ``v`` and the key in ``k``), then encode, size check, ``accept`` lines and produce: the
-    produce tail every fused path shares. ``epilogue`` runs however the loop ends (a
+    produce tail every fused path shares (``partition``: the expression of the record's
+    partition, -1 for the partitioner's choice). ``epilogue`` runs however the loop ends (a
     stateful step stores what it counted there). ``check_nan``: the body may make NaN/inf,
-    which a JSON encoder would write as null."""
+    which a JSON encoder would write as null. ``encode``: the payload's expression instead of
+    the codec's (it may be None: a tombstone)."""
     checks = ""
     inline_out = formats.value_out.inline
     if check_nan and inline_out is not None and inline_out.json:
@@ -130,10 +145,12 @@ def fused_loop(
     source = _LOOP.format(
         prologue="\n".join("    " + line for line in prologue),
         body="\n".join(indent + line for line in body),
-        encode=_encode_expr(formats, topic),
+        encode=encode or _encode_expr(formats, topic),
+        size="len(payload)" if encode is None else "(len(payload) if payload is not None else 0)",
         checks=checks,
         accept="\n".join(indent + line for line in accept),
         topic=topic,
+        partition=partition,
         epilogue="\n".join("        " + line for line in epilogue) or "        pass",
     )
     source = "\n".join(line for line in source.split("\n") if line.strip()) + "\n"
@@ -164,6 +181,15 @@ def _decode_expr(formats: Formats) -> str:
 
 def _encode_expr(formats: Formats, topic: str) -> str:
     return "dumps(v)" if formats.value_out.inline else f"encode(v, {topic})"
+
+
+def compile_passthrough(max_bytes: int, formats: Formats) -> FusedBatch:
+    """No step, bytes in and out: each record copied as it is, tombstones included
+    (MirrorMaker's copy; its partition and timestamp as :func:`fused_loop` says)."""
+    return fused_loop(
+        ["v = m.value()", "k = m.key()"], where="passthrough (fused)", names={},
+        max_bytes=max_bytes, formats=formats, encode="v",
+    )  # fmt: skip
 
 
 def compile_parts(
@@ -208,6 +234,7 @@ def compile_parts(
     return fused_loop(
         body, where="steps (fused)", names=names, max_bytes=max_bytes, formats=formats,
         topic=topic, check_nan=_may_make_non_finite(parts, formats),
+        partition=_ROUTED_PARTITION if routes else _PARTITION,
     )  # fmt: skip
 
 

@@ -11,9 +11,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from app.pipeline.fusion import FusedBatch, SpecPart, compile_parts
+from app.pipeline.fusion import FusedBatch, SpecPart, compile_parts, compile_passthrough
 from app.pipeline.record import Failure, Row
-from app.serde import Formats
+from app.serde import BytesCodec, Formats
 from app.state.access import StateAccess
 
 
@@ -146,8 +146,9 @@ def fuse(
     given ``topic_exists``, routing included), one generated function
     (:func:`app.pipeline.fusion.compile_parts`). A pipeline that is one stateful step with a
     ``fused(state, max_bytes, formats)`` method (``count``) runs that instead, given ``state``.
-    Returns None (no fast path) for anything else, when keys are not raw bytes, or when the
-    input values do not decode to records.
+    A passthrough of bytes values copies each record as it is
+    (:func:`app.pipeline.fusion.compile_passthrough`). Returns None (no fast path) for anything
+    else, when keys are not raw bytes, or when the input values do not decode to records.
     """
     if not formats.keys_raw:
         return None
@@ -156,7 +157,8 @@ def fuse(
         stateful: FusedBatch = fused_step(state, max_bytes, formats)
         return stateful
     if not formats.value_in.structured:
-        return None
+        raw = not steps and type(formats.value_out) is BytesCodec  # not translating IDs
+        return compile_passthrough(max_bytes, formats) if raw else None
     parts: list[SpecPart] = []
     for step in steps:
         part = getattr(step, "spec_part", None)

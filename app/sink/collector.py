@@ -17,7 +17,7 @@ from confluent_kafka import KafkaError, KafkaException
 
 from app.errors import CheckpointAborted, RecordTooLarge
 from app.kafka.errors import describe, has_code, record_refused
-from app.kafka.ports import Produce, ProducerPort, Room
+from app.kafka.ports import Produce, ProducerPort, Room, TaskRouting
 from app.ops.metrics import Metrics
 from app.sink.refusals import Refusals
 
@@ -74,32 +74,47 @@ class RecordCollector:
 
     # ---- produce ---------------------------------------------------------------------------
 
-    def send(self, topic: str, value: bytes | None, key: bytes | None, headers: Any) -> None:
-        """One output record (counted at :meth:`end_batch`).
+    def send(
+        self,
+        topic: str,
+        value: bytes | None,
+        key: bytes | None,
+        headers: Any,
+        partition: int = -1,
+        timestamp: int = 0,
+    ) -> None:
+        """One output record (counted at :meth:`end_batch`): to ``partition`` (-1: the
+        partitioner's choice), with ``timestamp`` (ms; 0: now).
 
         Raises:
             RecordTooLarge: librdkafka refused it for its size (the caller dead-letters it).
             CheckpointAborted: the producer refused it for any other reason.
         """
         if self.refusals.diagnosing:  # name a refused record even without producer reports
-            self._produce(topic, value, key, {"headers": headers, "on_delivery": self.on_delivery})
+            where = {"partition": partition, "timestamp": timestamp, "headers": headers}
+            self._produce(topic, value, key, {**where, "on_delivery": self.on_delivery})
         else:
-            try:
+            try:  # positional: cheaper to parse than keywords
                 if headers is None:
-                    self._producer.produce(topic, value, key)  # no keyword: cheaper to parse
+                    self._producer.produce(topic, value, key, partition, None, None, timestamp)
                 else:
-                    self._producer.produce(topic, value, key, headers=headers)
+                    self._producer.produce(
+                        topic, value, key, partition, None, None, timestamp, headers
+                    )
             except BufferError:
-                self._when_room(topic, value, key, {"headers": headers})
+                self._room(topic, value, key, headers, partition, timestamp)
             except KafkaException as exc:
                 raise _refused(f"produce to {topic!r}", exc) from exc
         self._out += 1
 
-    def send_alone(self, topic: str, value: bytes | None, key: bytes | None, headers: Any) -> None:
+    def send_alone(
+        self, topic: str, value: bytes | None, key: bytes | None, headers: Any, *where: int
+    ) -> None:
         """One output record in a produce request of its own (flushed before and after), so
-        that a refusal names this record alone (:mod:`app.sink.refusals`)."""
+        that a refusal names this record alone (:mod:`app.sink.refusals`); ``where``: its
+        partition and timestamp, as :meth:`send` takes them."""
         self._producer.flush(30)
-        self.send(topic, value, key, headers)
+        self.send(topic, value, key, headers, *where)
         self._producer.flush(30)
 
     def hooks(self) -> tuple[Produce, Room]:
@@ -119,8 +134,12 @@ class RecordCollector:
         """The error for a ``produce`` to ``topic`` that the producer refused."""
         return _refused(f"produce to {topic!r}", exc)
 
-    def _room(self, topic: str, value: bytes, key: Any, headers: Any) -> None:
-        self._when_room(topic, value, key, {"headers": headers})
+    def _room(
+        self, topic: str, value: bytes | None, key: Any, headers: Any, partition: int, ts: int
+    ) -> None:
+        self._when_room(
+            topic, value, key, {"partition": partition, "timestamp": ts, "headers": headers}
+        )
 
     def send_dead_letter(
         self, topic: str, value: bytes | None, key: bytes | None, headers: Headers
@@ -150,6 +169,8 @@ class RecordCollector:
         latch. The others fail the transaction through the latch (producer-level reports) or
         through ``commit_transaction``, which refuses a transaction with a failed record.
         """
+        if isinstance(self._producer, TaskRouting):  # two clusters: partition n is task n's
+            self._producer.select(partition)
         latch, last = self._latch, len(records) - 1
 
         def report(err: Any, msg: Any) -> None:

@@ -42,7 +42,8 @@ class Output:
 
     Args:
         collector: the one writer (owns the producer).
-        default_topic: where rows without a route go (``output_topic``).
+        default_topic: where rows without a route go (``output_topic``): one topic, or one
+            per input topic (``output_topic`` a template).
         dlq_topic: the dead-letter topic.
         max_bytes: ``max_output_bytes``; larger outputs are dead-lettered.
         topic_exists: answers from a cache whether a routed-to topic exists
@@ -56,12 +57,14 @@ class Output:
         dead_letters: counts dead letters for the summary lines, metrics and ratio check.
         value_codec: encodes output values (``output_format``; JSON by default).
         key_codec: encodes output keys (``output_key_format``; bytes by default).
+        keep_partition: a row without a route goes to its input partition (otherwise the
+            producer's partitioner places it by key). Every row keeps its input's timestamp.
     """
 
     def __init__(
         self,
         collector: RecordCollector,
-        default_topic: str,
+        default_topic: str | Mapping[str, str],
         dlq_topic: str,
         max_bytes: int,
         topic_exists: Callable[[str], bool],
@@ -71,22 +74,32 @@ class Output:
         key_codec: Codec | None = None,
         topic_max_bytes: Mapping[str, int] | None = None,
         replaying: bool = False,
+        keep_partition: bool = False,
     ) -> None:
         self.collector = collector
         self.value_codec = value_codec or JsonCodec()
         self.key_codec = key_codec or BytesCodec(lenient=True)
-        self._default_topic = default_topic
+        if isinstance(default_topic, str):
+            self._default_topic, self._defaults = default_topic, None
+        else:  # input topic → output topic
+            self._defaults = dict(default_topic)
+            self._default_topic = next(iter(self._defaults.values()))
+        self._keep_partition = keep_partition
+        self._per_topic = len({*(self._defaults or {}).values()}) > 1
         self._dlq_topic = dlq_topic
         self._max_bytes = max_bytes
         self._topic_exists = topic_exists
         self._client_max_bytes = client_max_bytes  # the producer's message.max.bytes
         # What one record (key, value, headers) may weigh on its way to any topic written.
         limits = dict(topic_max_bytes or {})
+        outputs = {self._default_topic, *(self._defaults or {}).values()}
         self._topic_limits = {
-            t: min(client_max_bytes, limits.get(t, client_max_bytes))
-            for t in (default_topic, dlq_topic)
+            t: min(client_max_bytes, limits.get(t, client_max_bytes)) for t in (*outputs, dlq_topic)
         }
-        self._output_limit = min(max_bytes, self._topic_limits[default_topic] - RECORD_OVERHEAD)
+        # Output topics (routed ones excepted): max_output_bytes or what the topic takes.
+        self._output_limits = {
+            t: min(max_bytes, self._topic_limits[t] - RECORD_OVERHEAD) for t in outputs
+        }
         self._routed_limit = min(max_bytes, client_max_bytes - RECORD_OVERHEAD)
         self._replaying = replaying
         self._dead_letters = dead_letters
@@ -109,14 +122,15 @@ class Output:
         """
         failures: list[Failure] = []
         send, check_refused = self.collector.send, self.refusals.pending
-        default, default_limit, routed_limit = (
-            self._default_topic, self._output_limit, self._routed_limit
-        )  # fmt: skip
+        default, defaults, keep = self._default_topic, self._defaults, self._keep_partition
+        limits, routed_limit = self._output_limits, self._routed_limit
         encode, encode_key = self.value_codec.encode, self.key_codec.encode
         for row in rows:
-            topic, key = row.topic, row.key
+            topic, key, partition = row.topic, row.key, -1
             if topic is None:
-                topic = default
+                topic = default if defaults is None else defaults.get(row.source_topic, default)
+                if keep:
+                    partition = row.partition
             elif not isinstance(topic, str) or not topic or not self._topic_exists(topic):
                 error = self._route_errors.get(topic) if isinstance(topic, str) else None
                 failures.append(Failure(row, "route", error or self._bad_route(topic)))
@@ -134,15 +148,15 @@ class Output:
             if row.headers:
                 size += header_bytes(row.headers)
             # over max_output_bytes, or more than the topic takes
-            if size > (default_limit if topic is default else routed_limit):
+            if size > limits.get(topic, routed_limit):
                 failures.append(Failure(row, "output", self._too_large(row, size, topic)))
                 continue
             if self._replaying and row.headers:
                 row.headers = [h for h in row.headers if not h[0].startswith(DLQ_PREFIX)] or None
-            if check_refused and self._refused(row, topic, payload, key, failures):
+            if check_refused and self._refused(row, (topic, partition), payload, key, failures):
                 continue
             try:
-                send(topic, payload, key, row.headers)
+                send(topic, payload, key, row.headers, partition, row.timestamp)
             except RecordTooLarge:
                 failures.append(Failure(row, "output", self._too_large(row, size, topic)))
         self.collector.end_batch()
@@ -178,21 +192,22 @@ class Output:
     def _refused(
         self,
         row: Row,
-        topic: str,
+        where: tuple[str, int],
         payload: bytes | None,
         key: bytes | None,
         failures: list[Failure],
     ) -> bool:
         """Handle ``row`` if the broker refused its output before (see :mod:`app.sink.refusals`):
         a confirmed refusal joins ``failures`` (dead letter), a suspect is produced alone."""
+        topic, partition = where
         verdict = self.refusals.check((topic, key, payload))
         if verdict is None:
             return False
         if verdict == ALONE:
-            self.collector.send_alone(topic, payload, key, row.headers)
+            self.collector.send_alone(topic, payload, key, row.headers, partition, row.timestamp)
             return True
-        where = f"{row.source_topic}[{row.partition}]@{row.offset}"
-        error = OutputRefused(f"output of {where} was refused by the broker: {verdict}")
+        source = f"{row.source_topic}[{row.partition}]@{row.offset}"
+        error = OutputRefused(f"output of {source} was refused by the broker: {verdict}")
         failures.append(Failure(row, "output", error))
         return True
 
@@ -200,17 +215,28 @@ class Output:
     def fast_path_max_bytes(self) -> int:
         """Largest record :func:`app.pipeline.steps.fuse` may encode: half the output limit, so
         records near either size limit take the general path, which dead-letters them."""
-        return self._output_limit // 2
+        return min(self._output_limits.values()) // 2
 
     @property
     def topic_exists(self) -> Callable[[str], bool]:
         """Whether a routed-to topic exists (from the catalog's memory), for the fused path."""
         return self._topic_exists
 
+    def default_topic(self, source_topic: str | None) -> str:
+        """``output_topic``: where a row read from ``source_topic`` goes without a route."""
+        if self._defaults is None:
+            return self._default_topic
+        return self._defaults.get(source_topic or "", self._default_topic)
+
     @property
-    def default_topic(self) -> str:
-        """``output_topic``: where a row without a route goes."""
-        return self._default_topic
+    def per_topic(self) -> bool:
+        """Rows of different input topics go to different output topics (a template)."""
+        return self._per_topic
+
+    @property
+    def keep_partition(self) -> bool:
+        """A row without a route goes to its input partition (``keep_partition``)."""
+        return self._keep_partition
 
     def dead_letter(self, failure: Failure) -> None:
         """Write the failed record's original bytes to the DLQ with error headers (once per

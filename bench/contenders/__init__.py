@@ -59,6 +59,8 @@ class Contender:
     guarantee: str  # exactly-once | at-least-once
     spec: bool = False  # bridge: the pipeline as a declarative spec (bench/specs/<p>.yaml)
     xcluster: bool = False  # writes to a second cluster (bench.xcluster)
+    # bridge: input_format and output_format; None: json, bytes for the copy pipeline
+    value_format: str | None = None
 
     def runs(self, pipeline: str) -> bool:
         """Whether this contender runs ``pipeline``: ``copy`` only the bridge (without a spec)
@@ -74,7 +76,7 @@ class Contender:
         env = {k: v for k, v in os.environ.items() if not k.startswith("BRIDGE_")}
         env["PYTHONPATH"] = str(job.source)
         if self.kind == "bridge":
-            env.update(bridge_env(job, self.guarantee, self.spec))
+            env.update(bridge_env(job, self.guarantee, self.spec, self.value_format))
             return [sys.executable, "-m", "app", "run"], env
         if self.kind == "kstreams":
             from bench.contenders import kstreams  # here: it imports this module
@@ -100,9 +102,12 @@ class Contender:
         return argv, env
 
 
-def bridge_env(job: Job, guarantee: str, spec: bool = False) -> dict[str, str]:
+def bridge_env(
+    job: Job, guarantee: str, spec: bool = False, value_format: str | None = None
+) -> dict[str, str]:
     """BRIDGE_* settings of an eos-bridge run (defaults for everything not listed); ``copy``:
-    bytes in, bytes out, no pipeline; with ``job.target``, between two clusters."""
+    no pipeline, bytes in and out unless ``value_format`` says otherwise; with ``job.target``,
+    between two clusters."""
     env = {
         "BRIDGE_BOOTSTRAP_SERVERS": job.bootstrap,
         "BRIDGE_INPUT_TOPICS": f'["{job.input_topic}"]',
@@ -118,12 +123,14 @@ def bridge_env(job: Job, guarantee: str, spec: bool = False) -> dict[str, str]:
         "BRIDGE_STATE_DIR": str(job.state_dir),
         "BRIDGE_LOG_LEVEL": "WARNING",
     }
-    if spec:
-        del env["BRIDGE_PIPELINE"]
-        env["BRIDGE_PIPELINE_SPEC"] = str(job.source / "bench" / "specs" / f"{job.pipeline}.yaml")
     if job.pipeline == COPY:
         del env["BRIDGE_PIPELINE"]
-        env.update(BRIDGE_INPUT_FORMAT="bytes", BRIDGE_OUTPUT_FORMAT="bytes")
+        value_format = value_format or "bytes"
+    elif spec:
+        del env["BRIDGE_PIPELINE"]
+        env["BRIDGE_PIPELINE_SPEC"] = str(job.source / "bench" / "specs" / f"{job.pipeline}.yaml")
+    if value_format not in (None, "json"):
+        env["BRIDGE_INPUT_FORMAT"] = env["BRIDGE_OUTPUT_FORMAT"] = value_format
     if job.target is not None:
         env["BRIDGE_TARGET__BOOTSTRAP_SERVERS"] = job.target
     return env

@@ -144,3 +144,44 @@ def test_the_target_cluster_defaults_to_the_source_and_its_secrets_are_masked() 
     assert two.cross_cluster and two.target_cluster().bootstrap_servers == "b:1"
     assert "s3cret" not in str(two.masked()) and "k3y" not in str(two.masked())
     assert two.target_cluster().client_common()["sasl.password"] == "s3cret"
+
+
+# ---- output_topic as a template, keep_partition (app.kafka.naming) ----
+
+
+def test_the_settings_name_the_setting_of_a_bad_template() -> None:
+    with pytest.raises(ConfigError) as info:
+        load_settings(input_topics=["a"], output_topic="x.{name}")
+    (line,) = str(info.value).splitlines()[1:]
+    assert line.startswith("  - output_topic (BRIDGE_OUTPUT_TOPIC): template 'x.{name}' has")
+
+
+def test_a_template_names_each_inputs_output_and_the_dead_letters_after_the_group() -> None:
+    s = load_settings(input_topics=["a", "b"], output_topic="eu.{topic}", group_id="g")
+    assert s.output_topics == {"a": "eu.a", "b": "eu.b"}
+    assert s.dead_letter_topic == "g.dlq"
+    assert s.keep_partition == "auto"
+    plain = load_settings(input_topics=["a", "b"], output_topic="out")
+    assert plain.output_topics == {"a": "out", "b": "out"}
+    assert plain.dead_letter_topic == "out.dlq"
+
+
+def test_same_names_on_one_cluster_would_read_their_own_output() -> None:
+    with pytest.raises(ConfigError) as info:
+        load_settings(input_topics=["a"], output_topic="{topic}")
+    assert "output_topic '{topic}': 'a' is also an input topic" in str(info.value)
+    across = load_settings(
+        input_topics=["a"], output_topic="{topic}", target={"bootstrap_servers": "other:9092"}
+    )
+    assert across.output_topics == {"a": "a"}
+
+
+@pytest.mark.parametrize(("value", "parsed"), [("auto", "auto"), ("true", True), ("false", False)])
+def test_keep_partition_from_the_environment(
+    monkeypatch: pytest.MonkeyPatch, value: str, parsed: object
+) -> None:
+    monkeypatch.setenv("BRIDGE_KEEP_PARTITION", value)
+    assert load_settings(input_topics=["a"], output_topic="b").keep_partition == parsed
+    monkeypatch.setenv("BRIDGE_KEEP_PARTITION", "sometimes")
+    with pytest.raises(ConfigError, match="keep_partition"):
+        load_settings(input_topics=["a"], output_topic="b")

@@ -10,6 +10,7 @@ from confluent_kafka import KafkaError, TopicPartition
 from app.engine.tasks import TaskAssignment, TaskProducers, task_transactional_id
 from app.errors import KafkaFatalError
 from app.offsets.target import decode_key
+from app.sink.collector import RecordCollector
 from tests.unit.fakes import FakeProducer, RecordingGuard, idle_watchdog, kafka_exc
 
 
@@ -35,18 +36,30 @@ def test_a_task_producer_is_initialised_when_assigned_before_any_record() -> Non
     assert all(p.calls == ["init_transactions"] for p in rig.made.values())
 
 
-def test_records_go_through_the_selected_task_and_changelogs_by_partition() -> None:
+def test_records_go_through_the_selected_task_whatever_their_partition() -> None:
+    """With keep_partition an output names its partition; that must not move it to another
+    task's transaction. Changelog runs reach their partition's task because the one writer
+    selects it (an explicit route), not because of their partition number."""
     rig = Rig()
     rig.tasks.assign([0, 1])
     rig.tasks.select(1)
-    rig.tasks.produce("out", b"v1", b"k")
-    rig.tasks.produce("g-count-changelog", b"c0", b"k", 0)  # changelog of partition 0
+    rig.tasks.produce("out", b"v1", b"k", 0)  # task 1's output, to output partition 0
+    RecordCollector(rig.tasks).send_run("g-count-changelog", 0, {b"k": b"c0"}, [], print)
+    rig.tasks.select(1)
+    RecordCollector(rig.tasks).send("out", b"v1b", b"k", None, 1, 7)
     rig.tasks.select(0)
-    rig.tasks.produce("out", b"v0", b"k")
+    rig.tasks.produce("out", b"v0", b"k", 1)
     p0, p1 = rig.made["g-task-0"], rig.made["g-task-1"]
     assert [r[1] for r in p0.produced] == [b"c0", b"v0"]
-    assert [r[1] for r in p1.produced] == [b"v1"]
+    assert [r[1] for r in p1.produced] == [b"v1", b"v1b"]
     assert p0.calls.count("begin_transaction") == p1.calls.count("begin_transaction") == 1
+
+
+def test_a_record_without_a_selected_task_is_refused() -> None:
+    rig = Rig()
+    rig.tasks.assign([0])
+    with pytest.raises(KafkaFatalError, match="no task selected"):
+        rig.tasks.produce("out", b"v", b"k", 0)
 
 
 def test_offsets_go_through_the_task_of_their_partition() -> None:

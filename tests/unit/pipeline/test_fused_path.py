@@ -57,11 +57,16 @@ class Sink:
 
     def __init__(self) -> None:
         self.records: list[Produced] = []
+        self.placed: list[tuple[int, int]] = []  # partition, timestamp
 
-    def produce(self, topic: str, value: bytes, key: Any, headers: Any = None) -> None:
+    def produce(
+        self, topic: str, value: bytes, key: Any, partition: int = -1, callback: Any = None,
+        on_delivery: Any = None, timestamp: int = 0, headers: Any = None,
+    ) -> None:  # fmt: skip
         self.records.append((topic, value, key, headers))
+        self.placed.append((partition, timestamp))
 
-    def room(self, topic: str, value: bytes, key: Any, headers: Any) -> None:
+    def room(self, topic: str, value: bytes, key: Any, headers: Any, *placed: int) -> None:
         raise AssertionError("no full queue in these tests")
 
 
@@ -159,12 +164,12 @@ def test_the_fast_path_waits_for_room_in_a_full_queue() -> None:
     tries: list[bytes] = []
     waited: list[Produced] = []
 
-    def produce(topic: str, value: bytes, key: Any, headers: Any = None) -> None:
+    def produce(topic: str, value: bytes, key: Any, *_: Any) -> None:
         tries.append(value)
         if len(tries) == 2:
             raise BufferError("Local: Queue full")
 
-    def room(topic: str, value: bytes, key: Any, headers: Any) -> None:
+    def room(topic: str, value: bytes, key: Any, headers: Any, *placed: int) -> None:
         waited.append((topic, value, key, headers))
 
     batch = messages(3)

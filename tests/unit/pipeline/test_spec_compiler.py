@@ -219,7 +219,7 @@ class _Recorder:
     def __init__(self) -> None:
         self.produced: list[tuple[str, bytes, Any]] = []
 
-    def produce(self, topic: str, value: bytes, key: Any = None, **_: Any) -> None:
+    def produce(self, topic: str, value: bytes, key: Any = None, *_: Any, **__: Any) -> None:
         self.produced.append((topic, value, key))
 
     def poll(self, _timeout: float) -> int:
@@ -320,7 +320,7 @@ class _Producer:
     def __init__(self) -> None:
         self.produced: list[tuple[str, bytes]] = []
 
-    def produce(self, topic: str, value: bytes, key: Any = None, **_: Any) -> None:
+    def produce(self, topic: str, value: bytes, key: Any = None, *_: Any, **__: Any) -> None:
         self.produced.append((topic, value))
 
     def poll(self, _timeout: float) -> int:

@@ -16,6 +16,7 @@ from app.serde.json import has_non_finite
 from app.sink.collector import RecordCollector
 from app.sink.deadletters import DeadLetters
 from app.sink.output import H_CLASS, H_STEP, Output
+from tests.unit.fakes import produce_keywords
 
 
 class FakeProducer:
@@ -24,8 +25,8 @@ class FakeProducer:
     def __init__(self) -> None:
         self.produced: list[tuple[str, bytes | None, bytes | None, Any]] = []
 
-    def produce(self, topic: str, value: Any, key: Any = None, headers: Any = None) -> None:
-        self.produced.append((topic, value, key, headers))
+    def produce(self, topic: str, value: Any, key: Any = None, *args: Any, **kw: Any) -> None:
+        self.produced.append((topic, value, key, {**produce_keywords(args), **kw}.get("headers")))
 
     def poll(self, _timeout: float) -> int:
         return 0
