@@ -54,9 +54,6 @@ class AvroCodec(RegistryCodec):
             self.inline = Inline(self.fast_loads, _no_dumps)
         self._header = b""  # the output's magic byte and schema ID, once prepared
         self._writer: Any = None  # the output schema, parsed once for fast_dumps
-        self._names: frozenset[str] = frozenset()  # its fields
-        self._required: frozenset[str] = frozenset()  # its fields without a default
-        self._strict = True  # fastavro checks the fields (nested records), not fast_dumps
 
     def fast_loads(self, data: bytes) -> Any:
         """The fused loop's decode: the library's own steps for a record without rules
@@ -96,26 +93,18 @@ class AvroCodec(RegistryCodec):
         if self.settings.use_latest_version or not _is_record(parsed):
             return schema_id
         self._writer = parsed
-        fields = parsed["fields"]
-        self._names = frozenset(f["name"] for f in fields)
-        self._required = frozenset(f["name"] for f in fields if "default" not in f)
-        self._strict = _has_named_types(parsed)
         self._header = bytes([MAGIC_BYTE]) + schema_id.to_bytes(4, "big")
         self.inline = Inline(_no_loads, self.fast_dumps, per_topic=True)
         return schema_id
 
     def fast_dumps(self, value: Any) -> bytes:
         """The fused loop's encode for the prepared topic: the bytes of the library's
-        serializer without rules (magic byte, schema ID, ``fastavro.schemaless_writer``),
-        the schema parsed once. The library's strictness (no unknown field, no missing field
-        without a default) is checked here on the record's keys, which is all it checks when
-        the schema has no nested record; with one, fastavro checks it at every level. Any
-        exception sends the record to :meth:`encode`, which names the error."""
-        if not self._strict and not (self._required <= value.keys() <= self._names):
-            raise ValueError("an unknown or missing field: encode() names it")
+        serializer without rules (magic byte, schema ID, ``fastavro.schemaless_writer`` with
+        the same strictness), the schema parsed once. Any exception sends the record to
+        :meth:`encode`, which names the error."""
         out = io.BytesIO()
         out.write(self._header)
-        schemaless_writer(out, self._writer, value, **(_STRICT if self._strict else _LENIENT))
+        schemaless_writer(out, self._writer, value, **_WRITER_STRICTNESS)
         return out.getvalue()
 
     def _make_serializer(self) -> Serialize:
@@ -136,35 +125,11 @@ class AvroCodec(RegistryCodec):
 
 # What the library's serializer is told, and what it then passes to fastavro's writer.
 _SERIALIZER_STRICTNESS = {"validate.strict": False, "validate.strict.allow.default": True}
-_STRICT = {"strict": False, "strict_allow_default": True}
-_LENIENT = {"strict": False, "strict_allow_default": False}
-_PRIMITIVES = frozenset({"null", "boolean", "int", "long", "float", "double", "bytes", "string"})
+_WRITER_STRICTNESS = {"strict": False, "strict_allow_default": True}
 
 
 def _is_record(parsed: Any) -> bool:
     return isinstance(parsed, dict) and parsed.get("type") == "record"
-
-
-def _has_named_types(schema: Any, root: bool = True) -> bool:
-    """Whether a record, enum or fixed is declared or referenced below the root record (a
-    nested record is checked strictly by fastavro itself; enum and fixed count too, to keep
-    the rule simple)."""
-    if isinstance(schema, list):
-        return any(_has_named_types(s, False) for s in schema)
-    if isinstance(schema, str):
-        return schema not in _PRIMITIVES
-    if not isinstance(schema, dict):
-        return True
-    kind = schema.get("type")
-    if kind == "record":
-        return not root or any(_has_named_types(f["type"], False) for f in schema["fields"])
-    if kind == "array":
-        return _has_named_types(schema["items"], False)
-    if kind == "map":
-        return _has_named_types(schema["values"], False)
-    if kind in ("enum", "fixed"):
-        return True
-    return _has_named_types(kind, False)  # a primitive with a logicalType
 
 
 def _no_loads(data: bytes) -> Any:
