@@ -53,6 +53,11 @@ class Contender:
     kind: str  # bridge | quix | hand | raw | kstreams
     guarantee: str  # exactly-once | at-least-once
     spec: bool = False  # bridge: the pipeline as a declarative spec (bench/specs/<p>.yaml)
+    fmt: str = "json"  # bridge: avro = Avro in and out through the run's registry
+
+    def input_topic(self, topic: str) -> str:
+        """The seeded input this contender reads: ``topic``, or its Avro twin."""
+        return f"{topic}{AVRO_SUFFIX}" if self.fmt == "avro" else topic
 
     def command(self, job: Job) -> tuple[list[str], dict[str, str]]:
         """argv and environment of the contender process."""
@@ -60,6 +65,8 @@ class Contender:
         env["PYTHONPATH"] = str(job.source)
         if self.kind == "bridge":
             env.update(bridge_env(job, self.guarantee, self.spec))
+            if self.fmt == "avro":
+                env.update(avro_env(job))
             return [sys.executable, "-m", "app", "run"], env
         if self.kind == "kstreams":
             from bench.contenders import kstreams  # here: it imports this module
@@ -104,12 +111,44 @@ def bridge_env(job: Job, guarantee: str, spec: bool = False) -> dict[str, str]:
     return env
 
 
+AVRO_SUFFIX = "-avro"
+# The URL of the registry ``python -m bench`` started (bench.cli), for the Avro contenders.
+REGISTRY_URL_ENV = "EOS_BENCH_REGISTRY_URL"
+
+
+def avro_env(job: Job) -> dict[str, str]:
+    """BRIDGE_* settings of an Avro run: Avro in (writer schema by ID) and Avro out with
+    ``bench/schemas/<pipeline>.avsc`` (registered under ``<output topic>-value``)."""
+    url = os.environ.get(REGISTRY_URL_ENV)
+    if not url:
+        raise RuntimeError(f"an avro contender needs a registry: {REGISTRY_URL_ENV} is not set")
+    return {
+        "BRIDGE_INPUT_FORMAT": "avro",
+        "BRIDGE_OUTPUT_FORMAT": "avro",
+        "BRIDGE_SCHEMA_REGISTRY__URL": url,
+        "BRIDGE_OUTPUT_SCHEMA__SCHEMA_FILE": str(
+            job.source / "bench" / "schemas" / f"{job.pipeline}.avsc"
+        ),
+    }
+
+
 CONTENDERS = (
     Contender("bridge-eos", "eos-bridge exactly-once", "bridge", "exactly-once"),
     Contender(
         "bridge-eos-spec", "eos-bridge exactly-once, YAML spec", "bridge", "exactly-once", True
     ),
     Contender("bridge-alo", "eos-bridge at-least-once", "bridge", "at-least-once"),
+    Contender(
+        "bridge-eos-avro", "eos-bridge exactly-once, Avro", "bridge", "exactly-once", fmt="avro"
+    ),
+    Contender(
+        "bridge-eos-spec-avro",
+        "eos-bridge exactly-once, YAML spec, Avro",
+        "bridge",
+        "exactly-once",
+        True,
+        "avro",
+    ),
     Contender("quix-eos", "Quix Streams exactly-once", "quix", "exactly-once"),
     Contender("quix-alo", "Quix Streams at-least-once", "quix", "at-least-once"),
     Contender("hand-alo", "hand-written loop at-least-once", "hand", "at-least-once"),
