@@ -26,17 +26,19 @@ from typing import Any
 import confluent_kafka
 
 from bench import report
-from bench.contenders import BY_KEY, CONTENDERS, REPO, Contender, quix_python
-from bench.data import seed_topic
+from bench.contenders import BY_KEY, CONTENDERS, REGISTRY_URL_ENV, REPO, Contender, quix_python
+from bench.data import avro_encoder, seed_topic
 from bench.kafka import create_topics
 from bench.latency import latency_run
 from bench.latency_stats import common_rate, offered_rates
 from bench.process import settle
 from bench.throughput import throughput_run
 from devkit.kafka import LocalKafka
+from devkit.registry import LocalRegistry
 
 INPUTS = {"p1": "bench-in-kv", "p2": "bench-in-kv", "p3": "bench-in-win", "copy": "bench-in-kv"}
 INPUT_KEYS = {"bench-in-kv": 100_000, "bench-in-win": 1000}
+AVRO_PIPELINES = ("p1", "p2")  # P3's windows read the record timestamp: JSON only
 # The exactly-once contenders the latency runs compare (issue 34).
 LATENCY_CONTENDERS = ("bridge-eos", "bridge-eos-spec", "kstreams-eos", "quix-eos")
 
@@ -180,11 +182,13 @@ def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
         target.start()
     try:
         bootstrap = kafka.bootstrap
+        registry = _start_registry(contenders, workdir)
         args.target = target.bootstrap if target is not None else None
-        for topic in sorted({INPUTS[p] for p in pipelines}):
+        for topic, plain in input_topics(pipelines, contenders):
             started = time.monotonic()
             create_topics(bootstrap, [topic], args.partitions)
-            seed_topic(bootstrap, topic, args.records, INPUT_KEYS[topic])
+            encode = None if topic == plain else avro_encoder(_registry_url(), topic)
+            seed_topic(bootstrap, topic, args.records, INPUT_KEYS[plain], encode=encode)
             log(f"seeded {topic}: {args.records:,} records in {time.monotonic() - started:.0f}s")
         timeout = 120 + args.records / 500
         broker_pid = kafka.brokers[0].pid
@@ -209,7 +213,9 @@ def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
             maxima: dict[tuple[str, float], dict[str, float]] = {}
             for interval in args.intervals:
                 for pipeline in pipelines:
-                    for c in [c for c in rotated(contenders, rep) if c.runs(pipeline)]:
+                    for c in rotated(contenders, rep):
+                        if not runs_on(c, pipeline):
+                            continue
                         settle(broker_pid)
                         entry = _throughput(
                             c, args, bootstrap, pipeline, rep, workdir, timeout, source, interval
@@ -227,6 +233,8 @@ def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
         if not args.no_spark:
             spark = _spark(bootstrap, args, source, workdir)
     finally:
+        if registry is not None:
+            registry.stop()
         kafka.stop()
         if target is not None:
             target.stop()
@@ -248,6 +256,39 @@ def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     result["spark"] = spark
     report.add_summaries(result)
     return result
+
+
+def runs_on(contender: Contender, pipeline: str) -> bool:
+    """Whether ``contender`` runs ``pipeline`` (:meth:`Contender.runs`; the Avro contenders:
+    P1 and P2 only)."""
+    return contender.runs(pipeline) and (contender.fmt == "json" or pipeline in AVRO_PIPELINES)
+
+
+def input_topics(pipelines: list[str], contenders: list[Contender]) -> list[tuple[str, str]]:
+    """The inputs to seed, as (topic, the JSON topic it is a twin of), sorted."""
+    wanted = {
+        (c.input_topic(INPUTS[p]), INPUTS[p])
+        for p in pipelines
+        for c in contenders
+        if runs_on(c, p)
+    }
+    return sorted(wanted)
+
+
+def _start_registry(contenders: list[Contender], workdir: Path) -> LocalRegistry | None:
+    """The dev Schema Registry (devkit.registry) when an Avro contender runs; its URL goes to
+    the contenders through ``REGISTRY_URL_ENV``."""
+    if not any(c.fmt == "avro" for c in contenders):
+        return None
+    registry = LocalRegistry(workdir / "registry")
+    registry.start()
+    os.environ[REGISTRY_URL_ENV] = registry.url
+    log(f"schema registry: {registry.url}")
+    return registry
+
+
+def _registry_url() -> str:
+    return os.environ[REGISTRY_URL_ENV]
 
 
 def _primary(intervals: list[float]) -> float:
@@ -295,7 +336,7 @@ def _throughput(
 ) -> dict[str, Any]:  # fmt: skip
     try:
         result = throughput_run(
-            c, bootstrap=bootstrap, pipeline=pipeline, input_topic=INPUTS[pipeline],
+            c, bootstrap=bootstrap, pipeline=pipeline, input_topic=c.input_topic(INPUTS[pipeline]),
             partitions=args.partitions, commit_interval=interval, rep=rep,
             workdir=workdir, timeout=timeout, source=source,
             target=getattr(args, "target", None) if c.xcluster else None,

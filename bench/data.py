@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import random
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -57,8 +58,34 @@ def records(n: int, keys: int, seed: int, base_ts: int) -> Iterator[tuple[bytes,
         yield f"user-{user:06d}".encode(), make_value(i, user, rng, ts), ts
 
 
-def seed_topic(bootstrap: str, topic: str, n: int, keys: int, seed: int = 7) -> InputSpec:
-    """Produce ``n`` records (idempotent, acks=all); timestamps end about now."""
+def avro_encoder(registry_url: str, topic: str) -> Callable[[bytes], bytes]:
+    """A JSON value → the same record in Avro (``bench/schemas/input.avsc``), written by
+    confluent-kafka's own serializer, which registers ``<topic>-value``."""
+    from confluent_kafka.schema_registry import SchemaRegistryClient
+    from confluent_kafka.schema_registry.avro import AvroSerializer
+    from confluent_kafka.serialization import MessageField, SerializationContext
+
+    schema = (Path(__file__).parent / "schemas" / "input.avsc").read_text()
+    write = AvroSerializer(SchemaRegistryClient({"url": registry_url}), schema)
+    ctx = SerializationContext(topic, MessageField.VALUE)
+
+    def encode(value: bytes) -> bytes:
+        out: bytes = write(orjson.loads(value), ctx)
+        return out
+
+    return encode
+
+
+def seed_topic(
+    bootstrap: str,
+    topic: str,
+    n: int,
+    keys: int,
+    seed: int = 7,
+    encode: Callable[[bytes], bytes] | None = None,
+) -> InputSpec:
+    """Produce ``n`` records (idempotent, acks=all); timestamps end about now. ``encode``
+    turns each JSON value into the bytes produced (the Avro twin: :func:`avro_encoder`)."""
     producer = Producer(
         {
             "bootstrap.servers": bootstrap,
@@ -78,6 +105,8 @@ def seed_topic(bootstrap: str, topic: str, n: int, keys: int, seed: int = 7) -> 
     base_ts = int(time.time() * 1000) - n - 60_000
     for key, value, ts in records(n, keys, seed, base_ts):
         passing += keep(orjson.loads(value))
+        if encode is not None:
+            value = encode(value)
         while True:
             try:
                 producer.produce(topic, value, key, timestamp=ts, on_delivery=on_delivery)

@@ -32,6 +32,9 @@ GOALS = (
     ("bridge-eos-spec", "kstreams-eos", 2.0, _KS),
     ("bridge-eos-spec", "kstreams-eos-c0", 2.0, _KS),
     ("bridge-eos-spec", "bridge-eos", 0.9, _ALL),
+    # issue 29: Avro in and out through the registry, against the same form on JSON
+    ("bridge-eos-avro", "bridge-eos", 0.8, ("p1",)),
+    ("bridge-eos-spec-avro", "bridge-eos-spec", 0.8, ("p1",)),
 )
 
 

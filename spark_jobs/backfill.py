@@ -35,7 +35,7 @@ from spark_jobs.fixed import fixed_spec
 from spark_jobs.plan import AggregationPlan
 from spark_jobs.preflight import check_topics
 from spark_jobs.session import build_session
-from spark_jobs.source import read_range
+from spark_jobs.source import check_registry, read_range
 from spark_jobs.spec import interval_micros
 from spark_jobs.tables import ensure_aggregate_table, replace_all, replace_windows, stored_spec
 
@@ -178,6 +178,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _main(args: argparse.Namespace) -> int:
     cfg = config_from(args)
     check_writable("--table", cfg.table)  # before Spark starts
+    check_registry(cfg.source)
     spark = build_session("eos-bridge-backfill", args.master or None, cli.spark_conf_from(args))
     summary = run_backfill(spark, cfg)
     print(f"backfill summary: {summary}")

@@ -8,6 +8,7 @@ import os
 
 from pyspark.sql import SparkSession
 
+from spark_jobs.avro_input import RegistryInput, registry_input
 from spark_jobs.config import KafkaSource, RecordFields
 from spark_jobs.errors import JobConfigError
 from spark_jobs.security import security_options
@@ -39,6 +40,17 @@ def add_source_args(parser: argparse.ArgumentParser) -> None:
         default=[],
         metavar="KEY=VALUE",
         help="extra kafka.* consumer setting, e.g. kafka.security.protocol=SASL_SSL (repeat)",
+    )
+    parser.add_argument(
+        "--input-format",
+        choices=("json", "avro"),
+        help="the topic's values: JSON text or Avro behind a Schema Registry (default: the "
+        "spec's input.format, else json)",
+    )
+    parser.add_argument(
+        "--registry-url",
+        help="Schema Registry of --input-format avro (default: the spec's, else "
+        "$BRIDGE_SCHEMA_REGISTRY__URL; basic auth from $BRIDGE_SCHEMA_REGISTRY__BASIC_AUTH)",
     )
     parser.add_argument("--id-field", default="id", help="JSON field with the record id")
     parser.add_argument("--key-field", default="key", help="JSON field with the group key")
@@ -99,7 +111,22 @@ def source_from(args: argparse.Namespace, spec: AggregationSpec | None = None) -
         if not sep:
             raise JobConfigError(f"--kafka-option {item!r} must look like KEY=VALUE")
         options[key.strip()] = value
-    return KafkaSource(bootstrap=args.bootstrap or "", topic=topic, options=tuple(options.items()))
+    return KafkaSource(
+        bootstrap=args.bootstrap or "",
+        topic=topic,
+        options=tuple(options.items()),
+        registry=registry_from(args, spec),
+    )
+
+
+def registry_from(
+    args: argparse.Namespace, spec: AggregationSpec | None = None
+) -> RegistryInput | None:
+    """Where Avro values find their schemas (None: the values are JSON text)."""
+    fmt = args.input_format or (spec.input.format if spec is not None else "json")
+    given = spec.input.registry if spec is not None else None
+    url = args.registry_url or (given.url if given is not None else None)
+    return registry_input(fmt, url, given.subject if given is not None else None)
 
 
 def spark_conf_from(args: argparse.Namespace) -> dict[str, str]:

@@ -11,6 +11,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from spark_jobs.avro_input import RegistryInput
 from spark_jobs.errors import JobConfigError
 from spark_jobs.spec import AggregationSpec
 
@@ -38,12 +39,14 @@ class RecordFields:
 
 @dataclass(slots=True, frozen=True)
 class KafkaSource:
-    """The bridge's output topic. ``options`` are extra ``kafka.*`` settings (e.g. SASL)."""
+    """The bridge's output topic. ``options`` are extra ``kafka.*`` settings (e.g. SASL);
+    ``registry``: the values are Avro behind that Schema Registry (None: JSON text)."""
 
     bootstrap: str
     topic: str
     options: tuple[tuple[str, str], ...] = ()
     isolation_level: str = "read_committed"
+    registry: RegistryInput | None = None
 
     def __post_init__(self) -> None:
         if not self.bootstrap or not self.topic:
@@ -56,6 +59,11 @@ class KafkaSource:
                     "--kafka-option kafka.isolation.level is fixed to read_committed: "
                     "read_uncommitted would count records of aborted bridge transactions"
                 )
+
+    @property
+    def topic_names(self) -> list[str]:
+        """The topics read (``--topic`` may list several, comma-separated)."""
+        return [t.strip() for t in self.topic.split(",") if t.strip()]
 
 
 @dataclass(slots=True, frozen=True)

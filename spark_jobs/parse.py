@@ -24,6 +24,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
+from spark_jobs.avro_input import DECODE_ERROR
 from spark_jobs.spec import InputField
 
 # Event times outside [1970, 9999] cannot be a Spark timestamp; such rows are bad, not fatal.
@@ -95,6 +96,8 @@ def parse_records(
     ``event_time`` names the declared field whose epoch-ms values must be a valid timestamp.
     """
     value = F.col("value").cast("string")
+    # A registry source (spark_jobs.avro_input) says why a value did not decode.
+    decode_error = F.col(DECODE_ERROR) if DECODE_ERROR in raw.columns else F.lit(None)
     checked = raw.select(
         "topic",
         "partition",
@@ -106,7 +109,8 @@ def parse_records(
         # The same text as a JSON object of raw field texts: NULL exactly when the value is not
         # a JSON object, and a field's entry tells "absent or null" from "present, wrong type".
         F.from_json(value, _RAW_OBJECT).alias("raw"),
-    ).withColumn("error", _error(fields, event_time))
+        decode_error.cast("string").alias(DECODE_ERROR),
+    ).withColumn("error", F.coalesce(F.col(DECODE_ERROR), _error(fields, event_time)))
     good = checked.where(F.col("error").isNull()).select(*[_typed(f).alias(f.name) for f in fields])
     bad = checked.where(F.col("error").isNotNull()).select(
         "topic", "partition", "offset", "kafka_timestamp", "kafka_key", "value", "error"

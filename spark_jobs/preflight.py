@@ -34,7 +34,7 @@ def check_topics(spark: SparkSession, source: KafkaSource, timeout_s: int = TIME
     props.put("request.timeout.ms", str(timeout_s * 1000))
     for key, value in source.options:
         props.put(key.removeprefix("kafka."), value)
-    topics = [t.strip() for t in source.topic.split(",") if t.strip()]
+    topics = source.topic_names
     names = jvm.java.util.ArrayList()
     for topic in topics:
         names.add(topic)

@@ -37,16 +37,22 @@ _LOGIN_MODULES = {
 SECRET_OPTIONS_REGEX = r"(?i)url|jaas|keystore\.key|key\.password"
 
 
+def bridge_config_section(env: Mapping[str, str], section: str) -> dict[str, str]:
+    """One map of the bridge's config file (``$BRIDGE_CONFIG_FILE``), values as text; empty
+    without the file or the section."""
+    path = env.get(CONFIG_FILE_ENV)
+    if not path:
+        return {}
+    try:
+        doc: Any = yaml.safe_load(Path(path).read_text()) or {}
+    except (OSError, yaml.YAMLError) as exc:
+        raise JobConfigError(f"{CONFIG_FILE_ENV}={path}: cannot read it ({exc})") from None
+    return {str(k): str(v) for k, v in (doc.get(section) or {}).items()}
+
+
 def bridge_kafka_settings(env: Mapping[str, str]) -> dict[str, str]:
     """The bridge's librdkafka ``kafka:`` map: config file, then ``BRIDGE_KAFKA__*``."""
-    settings: dict[str, str] = {}
-    path = env.get(CONFIG_FILE_ENV)
-    if path:
-        try:
-            doc: Any = yaml.safe_load(Path(path).read_text()) or {}
-        except (OSError, yaml.YAMLError) as exc:
-            raise JobConfigError(f"{CONFIG_FILE_ENV}={path}: cannot read it ({exc})") from None
-        settings.update({str(k): str(v) for k, v in (doc.get("kafka") or {}).items()})
+    settings = bridge_config_section(env, "kafka")
     whole = env.get("BRIDGE_KAFKA")  # the bridge's JSON form (the dev broker writes it)
     if whole:
         try:

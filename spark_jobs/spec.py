@@ -88,12 +88,28 @@ class InputField(_Model):
         return self.path or self.name
 
 
+class InputRegistry(_Model):
+    """Where ``format: avro`` finds its schemas (spark_jobs.avro_input). Basic auth only from
+    ``BRIDGE_SCHEMA_REGISTRY__BASIC_AUTH``, never here."""
+
+    url: str | None = None  # default: --registry-url, then $BRIDGE_SCHEMA_REGISTRY__URL
+    subject: str | None = None  # default: <topic>-value
+
+
 class InputSpec(_Model):
-    """Where the records come from and what they hold."""
+    """Where the records come from and what they hold: JSON text, or Avro behind a Schema
+    Registry decoded to the same fields (``format: avro``)."""
 
     topics: list[str] = Field(default_factory=list)
-    format: Literal["json"] = "json"
+    format: Literal["json", "avro"] = "json"
+    registry: InputRegistry | None = None
     fields: list[InputField] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _registry_for_avro(self) -> InputSpec:
+        if self.registry is not None and self.format != "avro":
+            raise ValueError("input.registry is for format: avro")
+        return self
 
 
 class Derived(_Model):

@@ -38,7 +38,7 @@ from spark_jobs.plan import AggregationPlan
 from spark_jobs.preflight import check_topics
 from spark_jobs.results import KafkaResults, ResultsTarget
 from spark_jobs.session import build_session
-from spark_jobs.source import read_stream
+from spark_jobs.source import check_registry, read_stream
 from spark_jobs.tables import (
     TxnId,
     append_once,
@@ -317,6 +317,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _main(args: argparse.Namespace) -> int:
     cfg = config_from(args)
     _check_paths(cfg)  # before Spark starts: a mistake here costs no JVM start-up
+    check_registry(cfg.source)
     spark = build_session("eos-bridge-stream", args.master or None, cli.spark_conf_from(args))
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())

@@ -55,6 +55,9 @@ class Rebalancer:
         self._offsets = offsets
         self._ladder = ladder
         self._error: BaseException | None = None
+        # Paused until their state is restored; a restore may take several recover() calls,
+        # so they are remembered here, not read back from the state's (shrinking) pending list.
+        self._paused: set[tuple[str, int]] = set()
 
     def callbacks(self) -> dict[str, Rebalanced]:
         return {
@@ -91,12 +94,12 @@ class Rebalancer:
         for task in self._state.progress():
             labels = (task.changelog, str(task.partition))
             self._metrics.recovery_remaining.labels(*labels).set(task.remaining)
-        if done:  # every paused partition: some may have finished in an earlier call
-            assigned = self._consumer.assignment()
-            self._consumer.resume(assigned)
-            self._health.set_ready(True, f"running, {len(assigned)} partitions")
+        if done:
+            paused, self._paused = sorted(self._paused), set()
+            self._consumer.resume([TopicPartition(t, p) for t, p in paused])
+            self._health.set_ready(True, f"running, {len(self._consumer.assignment())} partitions")
             self._metrics.ready.set(1)
-            log.info("state recovered for %s; partitions resumed", pending)
+            log.info("state recovered for %s; partitions resumed", paused)
 
     def _on_assign(self, consumer: ConsumerPort, partitions: list[TopicPartition]) -> None:
         self._metrics.rebalances.labels("assign").inc()
@@ -111,6 +114,7 @@ class Rebalancer:
         if pending:
             # Nothing of a partition is processed before its state is restored.
             consumer.pause([TopicPartition(t, p) for t, p in pending])
+            self._paused.update(pending)
             self._health.set_ready(False, f"recovering state of {len(pending)} partitions")
             self._metrics.ready.set(0)
         else:
@@ -128,6 +132,7 @@ class Rebalancer:
         if self._tasks is not None:
             self._tasks.revoke(partitions)
         self._state.revoke(keys)
+        self._paused.difference_update(keys)
         self._checkpoint.forget(keys)
         self._metrics.forget_partitions(keys)
         self._health.set_ready(False, "rebalancing")
@@ -142,6 +147,7 @@ class Rebalancer:
         if self._tasks is not None:
             self._tasks.revoke(partitions)
         self._state.lost(keys)
+        self._paused.difference_update(keys)
         self._checkpoint.forget(keys)
         self._metrics.forget_partitions(keys)
         self._health.set_ready(False, "partitions lost, rejoining")

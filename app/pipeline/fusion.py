@@ -180,7 +180,12 @@ def _decode_expr(formats: Formats) -> str:
 
 
 def _encode_expr(formats: Formats, topic: str) -> str:
-    return "dumps(v)" if formats.value_out.inline else f"encode(v, {topic})"
+    inline = formats.value_out.inline
+    if inline is None:
+        return f"encode(v, {topic})"
+    if inline.per_topic and topic != "default":  # routed: dumps writes the output topic's ID
+        return f"(dumps(v) if ({topic}) == default else encode(v, {topic}))"
+    return "dumps(v)"
 
 
 def compile_passthrough(max_bytes: int, formats: Formats) -> FusedBatch:

@@ -16,11 +16,12 @@ from typing import Any
 from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
 from confluent_kafka.schema_registry.common.avro import parse_schema_with_repo
-from fastavro import schemaless_reader
+from fastavro import schemaless_reader, schemaless_writer
 
 from app.errors import ConfigError
 from app.serde.base import Inline, Role
 from app.serde.registry import (
+    MAGIC_BYTE,
     RegistrySettings,
     SchemaSettings,
     load_schema_text,
@@ -51,6 +52,8 @@ class AvroCodec(RegistryCodec):
         )
         if role is Role.INPUT_VALUE:
             self.inline = Inline(self.fast_loads, _no_dumps)
+        self._header = b""  # the output's magic byte and schema ID, once prepared
+        self._writer: Any = None  # the output schema, parsed once for fast_dumps
 
     def fast_loads(self, data: bytes) -> Any:
         """The fused loop's decode: the library's own steps for a record without rules
@@ -77,8 +80,35 @@ class AvroCodec(RegistryCodec):
         self._parsed[schema_id] = (parsed_writer, reader)
         return parsed_writer, reader
 
+    def prepare(self, topic: str) -> int:
+        """Register or look up the output schema (see the base class); an output value codec
+        of a record schema then encodes in the fused loop itself for ``topic``
+        (:meth:`fast_dumps`) unless the library's path runs more than fastavro's writer
+        (``use_latest_version``: the latest version's rules)."""
+        schema_id = super().prepare(topic)
+        text = self._schema_text
+        if self.role is not Role.OUTPUT_VALUE or self._header or text is None:
+            return schema_id
+        parsed: Any = parse_schema_with_repo(text, {})
+        if self.settings.use_latest_version or not _is_record(parsed):
+            return schema_id
+        self._writer = parsed
+        self._header = bytes([MAGIC_BYTE]) + schema_id.to_bytes(4, "big")
+        self.inline = Inline(_no_loads, self.fast_dumps, per_topic=True)
+        return schema_id
+
+    def fast_dumps(self, value: Any) -> bytes:
+        """The fused loop's encode for the prepared topic: the bytes of the library's
+        serializer without rules (magic byte, schema ID, ``fastavro.schemaless_writer`` with
+        the same strictness), the schema parsed once. Any exception sends the record to
+        :meth:`encode`, which names the error."""
+        out = io.BytesIO()
+        out.write(self._header)
+        schemaless_writer(out, self._writer, value, **_WRITER_STRICTNESS)
+        return out.getvalue()
+
     def _make_serializer(self) -> Serialize:
-        conf: dict[str, Any] = {**self.serde_conf(), "validate.strict.allow.default": True}
+        conf: dict[str, Any] = {**self.serde_conf(), **_SERIALIZER_STRICTNESS}
         serializer = AvroSerializer(self.client, self._schema_text, conf=conf)
         return serializer  # type: ignore[no-any-return]
 
@@ -91,6 +121,20 @@ class AvroCodec(RegistryCodec):
                 "avro output needs schema_file (or use_latest_version with a registered subject)"
             )
         return Schema(self._schema_text, "AVRO")
+
+
+# What the library's serializer is told, and what it then passes to fastavro's writer.
+_SERIALIZER_STRICTNESS = {"validate.strict": False, "validate.strict.allow.default": True}
+_WRITER_STRICTNESS = {"strict": False, "strict_allow_default": True}
+
+
+def _is_record(parsed: Any) -> bool:
+    return isinstance(parsed, dict) and parsed.get("type") == "record"
+
+
+def _no_loads(data: bytes) -> Any:
+    """An output codec reads nothing; the fused loop never calls this for an output role."""
+    raise NotImplementedError("an avro output codec does not decode")
 
 
 def _no_dumps(value: Any) -> bytes:

@@ -34,11 +34,14 @@ class Inline:
     exception sends the record to the general path, which calls the codec and isolates it).
 
     ``json``: the encoder writes NaN/inf as ``null`` (orjson), so the loop checks for it.
+    ``per_topic``: ``dumps`` writes for the output topic only (a registry schema ID names the
+    topic's subject), so a record routed elsewhere is encoded with :meth:`Codec.encode`.
     """
 
     loads: Callable[[bytes], Any]
     dumps: Callable[[Any], bytes]
     json: bool = False
+    per_topic: bool = False
 
 
 class Codec(Protocol):

@@ -61,6 +61,7 @@ class Contender:
     xcluster: bool = False  # writes to a second cluster (bench.xcluster)
     # bridge: input_format and output_format; None: json, bytes for the copy pipeline
     value_format: str | None = None
+    fmt: str = "json"  # bridge: avro = Avro in and out through the run's registry (its topic too)
 
     def runs(self, pipeline: str) -> bool:
         """Whether this contender runs ``pipeline``: ``copy`` only the bridge (without a spec)
@@ -71,12 +72,18 @@ class Contender:
             return pipeline in ("p1", COPY)
         return pipeline != COPY or (self.kind in ("bridge", "raw") and not self.spec)
 
+    def input_topic(self, topic: str) -> str:
+        """The seeded input this contender reads: ``topic``, or its Avro twin."""
+        return f"{topic}{AVRO_SUFFIX}" if self.fmt == "avro" else topic
+
     def command(self, job: Job) -> tuple[list[str], dict[str, str]]:
         """argv and environment of the contender process."""
         env = {k: v for k, v in os.environ.items() if not k.startswith("BRIDGE_")}
         env["PYTHONPATH"] = str(job.source)
         if self.kind == "bridge":
             env.update(bridge_env(job, self.guarantee, self.spec, self.value_format))
+            if self.fmt == "avro":
+                env.update(avro_env(job))
             return [sys.executable, "-m", "app", "run"], env
         if self.kind == "kstreams":
             from bench.contenders import kstreams  # here: it imports this module
@@ -136,6 +143,27 @@ def bridge_env(
     return env
 
 
+AVRO_SUFFIX = "-avro"
+# The URL of the registry ``python -m bench`` started (bench.cli), for the Avro contenders.
+REGISTRY_URL_ENV = "EOS_BENCH_REGISTRY_URL"
+
+
+def avro_env(job: Job) -> dict[str, str]:
+    """BRIDGE_* settings of an Avro run: Avro in (writer schema by ID) and Avro out with
+    ``bench/schemas/<pipeline>.avsc`` (registered under ``<output topic>-value``)."""
+    url = os.environ.get(REGISTRY_URL_ENV)
+    if not url:
+        raise RuntimeError(f"an avro contender needs a registry: {REGISTRY_URL_ENV} is not set")
+    return {
+        "BRIDGE_INPUT_FORMAT": "avro",
+        "BRIDGE_OUTPUT_FORMAT": "avro",
+        "BRIDGE_SCHEMA_REGISTRY__URL": url,
+        "BRIDGE_OUTPUT_SCHEMA__SCHEMA_FILE": str(
+            job.source / "bench" / "schemas" / f"{job.pipeline}.avsc"
+        ),
+    }
+
+
 CONTENDERS = (
     Contender("bridge-eos", "eos-bridge exactly-once", "bridge", "exactly-once"),
     Contender(
@@ -154,6 +182,17 @@ CONTENDERS = (
     # MirrorMaker 2 (connect-mirror 4.3.1), dedicated mode, exactly.once.source.support=enabled:
     # the copy between the two clusters only (bench/contenders/mm2.py).
     Contender("mm2-eos", "MirrorMaker 2 exactly-once", "mm2", "exactly-once", xcluster=True),
+    Contender(
+        "bridge-eos-avro", "eos-bridge exactly-once, Avro", "bridge", "exactly-once", fmt="avro"
+    ),
+    Contender(
+        "bridge-eos-spec-avro",
+        "eos-bridge exactly-once, YAML spec, Avro",
+        "bridge",
+        "exactly-once",
+        True,
+        fmt="avro",
+    ),
     Contender("quix-eos", "Quix Streams exactly-once", "quix", "exactly-once"),
     Contender("quix-alo", "Quix Streams at-least-once", "quix", "at-least-once"),
     Contender("hand-alo", "hand-written loop at-least-once", "hand", "at-least-once"),

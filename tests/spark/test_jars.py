@@ -22,7 +22,7 @@ def _artifact(jar: Path) -> str:
     return match["artifact"]
 
 
-def test_jars_hold_the_kafka_source_and_delta_and_nothing_pyspark_ships() -> None:
+def test_jars_hold_the_kafka_source_avro_and_delta_and_nothing_pyspark_ships() -> None:
     ours = {_artifact(j) for j in ensure_jars()}
     assert {
         "spark-sql-kafka-0-10_2.13",
@@ -30,6 +30,7 @@ def test_jars_hold_the_kafka_source_and_delta_and_nothing_pyspark_ships() -> Non
         "kafka-clients",
         "commons-pool2",
         "delta-storage",
+        "spark-avro_2.13",  # from_avro (spark_jobs.avro_input)
     } <= ours
     assert any(a.startswith("delta-spark_") for a in ours)
     shipped = {_artifact(j) for j in (Path(pyspark.__file__).parent / "jars").glob("*.jar")}

@@ -307,30 +307,35 @@ def test_a_callback_error_is_raised_in_the_loop() -> None:
         rig.rebalancer.raise_pending()
 
 
-class SlowRestore(NoState):
-    """Two partitions pending; the first recover() restores partition 0 only, the second
-    partition 1 (a restore longer than one call's budget, as on a loaded machine)."""
+class SlicedRecovery(StepLog):
+    """A state whose restore finishes one partition per recover() call (a slow restore that
+    outlasts the loop's recovery budget)."""
 
-    def __init__(self) -> None:
-        self.pending = [("in", 0), ("in", 1)]
+    def __init__(self, log: list[str]) -> None:
+        super().__init__(log)
+        self.pending: list[tuple[str, int]] = []
+
+    def assign(self, partitions: list[tuple[str, int]]) -> None:
+        self.pending = sorted(partitions)
 
     def pending_recovery(self) -> list[tuple[str, int]]:
         return list(self.pending)
 
     def recover(self, committed: dict[tuple[str, int], int], budget_s: float) -> bool:
-        self.pending.pop(0)
+        self.pending = self.pending[1:]
         return not self.pending
 
 
-def test_partitions_restored_in_an_earlier_call_are_resumed_too() -> None:
+def test_partitions_restored_over_several_calls_are_all_resumed() -> None:
+    """Regression: only the partitions still pending at the last recover() call were resumed;
+    those restored in earlier calls stayed paused for good (seen under load)."""
     rig = Rig()
-    rig.consumer = FakeConsumer([("in", 0), ("in", 1)])
-    state: Any = SlowRestore()
-    rebalancer = Rebalancer(
-        rig.consumer, rig.checkpoint, state, rig.metrics, Health(30.0), rig.txn.offsets,
-        Ladder(rig.txn, Refusals(), rig.metrics, None),  # type: ignore[arg-type]
-    )  # fmt: skip
-    rebalancer.recover(budget_s=1.0)
-    assert rig.consumer.resumed == []  # partition 1 still restoring: nothing runs yet
-    rebalancer.recover(budget_s=1.0)
-    assert sorted(rig.consumer.resumed) == [("in", 0), ("in", 1)]
+    state = SlicedRecovery(rig.log)
+    rig.rebalancer._state = state  # type: ignore[assignment]
+    three = [TopicPartition("in", p) for p in range(3)]
+    rig.consumer.committed_offsets = {("in", p): 0 for p in range(3)}
+    rig.rebalancer.callbacks()["on_assign"](rig.consumer, three)
+    assert sorted(rig.consumer.paused) == [("in", 0), ("in", 1), ("in", 2)]
+    for _ in range(3):
+        rig.rebalancer.recover(0.01)
+    assert sorted(rig.consumer.resumed) == [("in", 0), ("in", 1), ("in", 2)]
