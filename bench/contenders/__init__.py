@@ -68,6 +68,8 @@ class Contender:
         and the raw copy; a cross-cluster one only P1 and ``copy``; the rest everything."""
         if self.kind == "mm2":  # copies bytes, transforms nothing
             return pipeline == COPY
+        if self.fmt != "json":  # Avro: P1 and P2 (P3's windows read the record timestamp)
+            return pipeline in ("p1", "p2")
         if self.xcluster:
             return pipeline in ("p1", COPY)
         return pipeline != COPY or (self.kind in ("bridge", "raw") and not self.spec)
