@@ -70,9 +70,11 @@ def _translating(
     topics: tuple[str, str, str],
     registry: RegistryFixture,
     target: RegistryFixture,
+    /,
     **extra: object,
 ) -> dict[str, Any]:
-    """The settings of a bridge from ``registry``'s IDs to ``target``'s."""
+    """The settings of a bridge from ``registry``'s IDs to ``target``'s (``extra`` may hold
+    the bridge's own ``target`` setting, another cluster)."""
     return base_settings(
         kafka, *topics, schema_registry={"url": registry.url},
         target_registry={"url": target.url}, **extra,
