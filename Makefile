@@ -11,7 +11,7 @@ QUIX_VENV := .venv-quix
 QUIX_STAMP := $(QUIX_VENV)/.installed
 QUIX_REQUIREMENT := quixstreams==3.28.*
 
-.PHONY: install quix-venv demo test test-spark-image lint unit bench chaos soak clean
+.PHONY: install quix-venv demo test test-spark-image lint unit bench chaos failover soak clean
 
 $(STAMP): pyproject.toml
 	@command -v $(PYTHON) >/dev/null || { echo "Python 3.11+ is required (apt-get install -y python3 python3-venv)"; exit 1; }
@@ -76,6 +76,12 @@ ROUNDS ?= 10
 SEED ?= 1
 chaos: $(STAMP)
 	$(BIN)/python -m tests.chaos.nemesis --rounds $(ROUNDS) --seed $(SEED)
+
+# The coordinator broker SIGKILLed five times under the supervised bridge (a test of `make test`),
+# with what it prints shown: each restart's exit code and time to /readyz, and the seconds from
+# each kill to the first commit after it (docs/operations.md, "Measured").
+failover: $(STAMP)
+	$(BIN)/pytest -q -rP tests/integration/test_coordinator_failover.py
 
 # Soak (tests/chaos/soak.py): DURATION seconds at RATE records/s with a stateful pipeline and a
 # nemesis fault every FAULT_PERIOD seconds; RSS, fds, threads every 10 s into

@@ -57,10 +57,40 @@ def target(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RegistryFixture
         started.stop()
 
 
+def _avro_orders(registry: RegistryFixture, topic: str, prefix: str, n: int) -> list[bytes]:
+    """``n`` orders (id ``<prefix><i>``, amount ``i``) as confluent-kafka's Avro serializer
+    writes them for ``topic`` with the source registry's IDs."""
+    write = AvroSerializer(registry.client(), json.dumps(ORDER))
+    ctx = SerializationContext(topic, MessageField.VALUE)
+    return [write({"id": f"{prefix}{i}", "amount": i}, ctx) for i in range(n)]
+
+
+def _translating(
+    kafka: KafkaFixture,
+    topics: tuple[str, str, str],
+    registry: RegistryFixture,
+    target: RegistryFixture,
+    /,
+    **extra: object,
+) -> dict[str, Any]:
+    """The settings of a bridge from ``registry``'s IDs to ``target``'s (``extra`` may hold
+    the bridge's own ``target`` setting, another cluster)."""
+    return base_settings(
+        kafka, *topics, schema_registry={"url": registry.url},
+        target_registry={"url": target.url}, **extra,
+    )  # fmt: skip
+
+
 def _run(bridges: MakeBridge, kafka: KafkaFixture, settings: dict[str, Any]) -> None:
     bridge = bridges(**settings).start()
     wait_caught_up(kafka, settings["group_id"], settings["input_topics"][0], 120, [bridge])
     assert bridge.terminate() == 0, bridge.logs()[-3000:]
+
+
+def _decoded(target: RegistryFixture, topic: str, values: list[bytes | None]) -> list[Any]:
+    """``values`` read from ``topic`` with confluent-kafka's Avro deserializer and ``target``."""
+    read = AvroDeserializer(target.client())
+    return [read(v, SerializationContext(topic, MessageField.VALUE)) for v in values]
 
 
 def _same_schema(source: RegistryFixture, target: RegistryFixture, data: bytes, out: bytes) -> bool:
@@ -79,23 +109,20 @@ def test_bytes_get_the_target_registrys_ids_and_passthrough_copies_them(
     bridges: MakeBridge,
     tmp_path: Path,
 ) -> None:
-    src, out, dlq = bridge_topics(kafka)
-    avro = AvroSerializer(registry.client(), json.dumps(ORDER))
+    topics = src, out, dlq = bridge_topics(kafka)
+    avro_values = _avro_orders(registry, src, "a", 100)
     proto_file = tmp_path / "order.proto"
     proto_file.write_text(ORDER_PROTO)
     order = compile_proto(proto_file, "demo.OrderP")
     proto = ProtobufSerializer(order, registry.client(), {"use.deprecated.format": False})
-    ctx = SerializationContext(src, MessageField.VALUE)
-    avro_values = [avro({"id": f"a{i}", "amount": i}, ctx) for i in range(100)]
     # Another subject for the Protobuf schema (one subject holds one format).
     proto_ctx = SerializationContext(registry.unique("proto"), MessageField.VALUE)
     proto_values = [proto(order(id=f"p{i}", amount=i), proto_ctx) for i in range(100)]
     not_wire = b"\x07 not written by a registry"
     values = [*avro_values, not_wire, *proto_values]
     kafka.seed(src, values, [b"k%d" % i for i in range(len(values))])
-    s = base_settings(
-        kafka, src, out, dlq, input_format="bytes", output_format="bytes",
-        schema_registry={"url": registry.url}, target_registry={"url": target.url},
+    s = _translating(
+        kafka, topics, registry, target, input_format="bytes", output_format="bytes",
         output_schema={"subject_strategy": "topic_record"},  # two schemas, one topic
     )  # fmt: skip
     _run(bridges, kafka, s)
@@ -108,9 +135,7 @@ def test_bytes_get_the_target_registrys_ids_and_passthrough_copies_them(
         assert _same_schema(registry, target, originals[key], data), key
     [dead] = kafka.read_all(dlq)
     assert dead.value == not_wire and dead.header(H_CLASS) == b"OutputNotEncodable"
-    read = AvroDeserializer(target.client())
-    decoded = [read(written[b"k%d" % i], SerializationContext(out, MessageField.VALUE))
-               for i in range(100)]  # fmt: skip
+    decoded = _decoded(target, out, [written[b"k%d" % i] for i in range(100)])
     assert decoded == [{"id": f"a{i}", "amount": i} for i in range(100)]
 
     out2 = kafka.create_topic(kafka.unique("out"), 4)
@@ -126,25 +151,20 @@ def test_decoded_records_are_encoded_with_the_target_registry(
     bridges: MakeBridge,
     tmp_path: Path,
 ) -> None:
-    src, out, dlq = bridge_topics(kafka)
+    topics = src, out, dlq = bridge_topics(kafka)
     schema_file = tmp_path / "order.avsc"
     schema_file.write_text(json.dumps(ORDER))
-    write = AvroSerializer(registry.client(), json.dumps(ORDER))
-    ctx = SerializationContext(src, MessageField.VALUE)
-    orders = [{"id": f"o{i}", "amount": i} for i in range(200)]
-    values = [write(o, ctx) for o in orders]
-    kafka.seed(src, values, [o["id"].encode() for o in orders])
-    s = base_settings(
-        kafka, src, out, dlq, input_format="avro", output_format="avro",
-        schema_registry={"url": registry.url}, target_registry={"url": target.url},
+    values = _avro_orders(registry, src, "o", 200)
+    kafka.seed(src, values, [b"o%d" % i for i in range(200)])
+    s = _translating(
+        kafka, topics, registry, target, input_format="avro", output_format="avro",
         output_schema={"schema_file": str(schema_file)},
     )  # fmt: skip
     _run(bridges, kafka, s)
 
     records = kafka.read_all(out)
-    read = AvroDeserializer(target.client())
-    got = [read(r.value, SerializationContext(out, MessageField.VALUE)) for r in records]
-    assert sorted(got, key=lambda o: o["amount"]) == orders
+    got = sorted(_decoded(target, out, [r.value for r in records]), key=lambda o: o["amount"])
+    assert got == [{"id": f"o{i}", "amount": i} for i in range(200)]
     assert {_same_schema(registry, target, values[0], r.value or b"") for r in records} == {True}
     assert kafka.read_all(dlq) == []
 
@@ -161,23 +181,17 @@ def test_between_two_clusters_and_two_registries_exactly_once(
     src = kafka.create_topic(kafka.unique("in"), 2)
     out = target_kafka.create_topic(target_kafka.unique("out"), 2)
     dlq = target_kafka.create_topic(target_kafka.unique("dlq"), 1)
-    write = AvroSerializer(registry.client(), json.dumps(ORDER))
-    values = [
-        write({"id": f"x{i}", "amount": i}, SerializationContext(src, MessageField.VALUE))
-        for i in range(500)
-    ]
+    values = _avro_orders(registry, src, "x", 500)
     kafka.seed(src, values, [b"x%d" % i for i in range(500)])
-    s = base_settings(
-        kafka, src, out, dlq, input_format="bytes", output_format="bytes",
+    s = _translating(
+        kafka, (src, out, dlq), registry, target, input_format="bytes", output_format="bytes",
         processing_guarantee="exactly-once", target={"bootstrap_servers": target_kafka.bootstrap},
-        schema_registry={"url": registry.url}, target_registry={"url": target.url},
     )  # fmt: skip
     bridge = bridges(**s).start()
     wait_until(lambda: xcaught_up(kafka, target_kafka, s), 180, "the target's offsets at the end")
     assert bridge.terminate() == 0, bridge.logs()[-3000:]
 
-    read = AvroDeserializer(target.client())
     records = target_kafka.read_all(out)  # read_committed
-    got = [read(r.value, SerializationContext(out, MessageField.VALUE))["id"] for r in records]
+    got = [order["id"] for order in _decoded(target, out, [r.value for r in records])]
     assert sorted(got) == sorted(f"x{i}" for i in range(500))  # each once
     assert {_same_schema(registry, target, values[0], r.value or b"") for r in records} == {True}
