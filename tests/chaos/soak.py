@@ -58,16 +58,21 @@ FIRST_ID = 10_000_000  # the rate feed's ids; the faults' own chunks use r0, r1,
 
 class RateFeed(threading.Thread):
     """``rate`` records per second (what is behind the clock is caught up each half second,
-    so a slow produce does not lower the rate), until stopped."""
+    so a slow produce does not lower the rate), until stopped; nothing while ``paused`` (a
+    fault in progress feeds its own chunk and waits for all of it to be committed, which a
+    rate above a throttled link's would never let happen), then on at the rate, no catch-up."""
 
     def __init__(self, scene: Scene, rate: int) -> None:
         super().__init__(name="soak-feed", daemon=True)
         self.scene, self.rate, self.fed = scene, rate, 0
-        self.stopped = threading.Event()
+        self.stopped, self.paused = threading.Event(), threading.Event()
 
     def run(self) -> None:
         started = time.monotonic()
         while not self.stopped.wait(TICK_S):
+            if self.paused.is_set():
+                started = time.monotonic() - self.fed / self.rate  # the pause is not owed
+                continue
             due = int(self.rate * (time.monotonic() - started)) - self.fed
             if due > 0:
                 values, keys = json_records(due, start=FIRST_ID + self.fed)
@@ -155,8 +160,10 @@ def run(rig: Rig, out: Path, duration: float, rate: int, fault_period: float,
             if time.monotonic() >= next_fault:
                 sampler.fault = rng.choice(faults or SOAK_FAULTS)
                 result.faults.append(sampler.fault)
+                feed.paused.set()
                 FAULTS[sampler.fault](scene, rng)
                 rig.heal()
+                feed.paused.clear()
                 sampler.fault, next_fault = "", time.monotonic() + fault_period
         feed.stopped.set()
         feed.join()
