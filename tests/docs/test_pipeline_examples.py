@@ -145,7 +145,7 @@ def outcome(pipeline: Pipeline, key: bytes | None, value: bytes, offset: int, ac
         produced: list[tuple[str, bytes, Any]] = []
         done, _ = fused(
             [Message(key, value, offset)],
-            lambda topic, payload, k, headers=None: produced.append((topic, payload, k)),
+            lambda topic, payload, k, *_placement: produced.append((topic, payload, k)),
             lambda *_: pytest.fail("no full queue here"),
             "out",
         )
