@@ -43,8 +43,12 @@ FROM ${BASE_IMAGE}
 LABEL org.opencontainers.image.title="eos-bridge" \
       org.opencontainers.image.description="Exactly-once Kafka to Kafka bridge" \
       org.opencontainers.image.licenses="Apache-2.0"
+# MALLOC_ARENA_MAX: glibc gives each thread that allocates an arena of its own (up to 8 per
+# core); librdkafka's and RocksDB's threads then fragment memory that reads as RSS growth over
+# hours. Two arenas is what the soak runs with (tests/chaos/soak.py, docs/operations.md).
 ENV PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
+    MALLOC_ARENA_MAX=2 \
     BRIDGE_STATE_DIR=/var/lib/eos-bridge/state \
     BRIDGE_HTTP_PORT=9000
 # A fixed numeric uid/gid so Kubernetes' runAsNonRoot can verify it and a volume's fsGroup matches.

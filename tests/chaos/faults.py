@@ -180,6 +180,19 @@ def bandwidth(scene: Scene, rng: random.Random) -> None:
     scene.rig.proxy.heal()
 
 
+def bandwidth_held(scene: Scene, rng: random.Random) -> None:
+    """The soak's bandwidth fault: the links throttled while a chunk is fed, for a fixed span,
+    then healed (what follows waits for the commit). The soak's bridges carry a backlog into a
+    fault, and a fetch of up to ``max.partition.fetch.bytes`` per partition cannot cross a
+    32 KB/s link within the request timeout, so waiting for the commit under the limit (as
+    :func:`bandwidth` does with the suite's small topics) would wait on the client's settings,
+    not on the bridge."""
+    toxic_everywhere(scene.rig.proxy, PROXIES, "bandwidth", rate=32)  # KB/s each way
+    scene.feeder.feed(CHUNK * 2)
+    scene.sup.hold(3 * PAST_REQUEST_TIMEOUT)
+    scene.rig.proxy.heal()
+
+
 def reset_peer(scene: Scene, rng: random.Random) -> None:
     """TCP RST on every connection to a partition leader while records are being produced."""
     node = scene.rig.leader(scene.out, rng.randrange(4))

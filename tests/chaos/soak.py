@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import os
 import random
 import statistics
 import sys
@@ -33,7 +34,7 @@ from typing import Any
 import orjson
 import psutil
 
-from tests.chaos.faults import FAULTS
+from tests.chaos.faults import FAULTS, bandwidth_held
 from tests.chaos.scene import Scene
 from tests.support.bridge import http_get, json_records, metric
 from tests.support.chaos import Rig
@@ -41,6 +42,11 @@ from tests.support.chaos import Rig
 PIPELINE = "tests.chaos.pipelines:soak"
 # Faults that need another pipeline (stall-step stalls through tests.chaos.pipelines:stall_once).
 SOAK_FAULTS = sorted(k for k in FAULTS if k != "stall-step")
+# The soak's bandwidth fault holds the throttle for a fixed span (see bandwidth_held).
+SOAK_FAULT_FNS = {**FAULTS, "bandwidth": bandwidth_held}
+# As the image sets it (Dockerfile): glibc's malloc arenas capped, so the threads of librdkafka
+# and RocksDB do not each grow an arena of their own (fragmentation that reads as RSS growth).
+IMAGE_ENV = {"MALLOC_ARENA_MAX": "2"}
 # Faults that end a bridge process on purpose: ``--faults brokers`` leaves them out, so each
 # process lives the whole soak and its memory curve is one line (a restart hides a leak).
 BRIDGE_FAULTS = {"kill-bridge", "rolling-bridge-restart", "zombie-bridge"}
@@ -161,7 +167,7 @@ def run(rig: Rig, out: Path, duration: float, rate: int, fault_period: float,
                 sampler.fault = rng.choice(faults or SOAK_FAULTS)
                 result.faults.append(sampler.fault)
                 feed.paused.set()
-                FAULTS[sampler.fault](scene, rng)
+                SOAK_FAULT_FNS[sampler.fault](scene, rng)
                 rig.heal()
                 feed.paused.clear()
                 sampler.fault, next_fault = "", time.monotonic() + fault_period
@@ -210,6 +216,8 @@ def growth(csv_path: Path, warm_up: float = WARM_UP_S) -> list[dict[str, Any]]:
             seen |= {
                 "rss_mib": [round(rss0 / 2**20, 1), round(rss1 / 2**20, 1)],
                 "rss_growth_pct_per_hour": round((rss1 - rss0) / rss0 * 100 / hours, 2),
+                "rocksdb_mib": [round(statistics.median(float(r["rocksdb_bytes"]) for r in x)
+                                      / 2**20, 1) for x in (head, tail)],  # fmt: skip
                 "fds": [int(head[0]["fds"]), int(tail[-1]["fds"])],
                 "threads": [int(head[0]["threads"]), int(tail[-1]["threads"])],
             }
@@ -272,6 +280,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     faults = fault_names(args.faults)
     rig = Rig(Path(tempfile.mkdtemp(prefix="eos-soak-"))).start()
+    os.environ.update(IMAGE_ENV)  # the bridges (subprocesses) run with the image's environment
     try:
         result = run(rig, args.out, args.duration, args.rate, args.fault_period,
                      args.sample_every, args.seed, faults)  # fmt: skip

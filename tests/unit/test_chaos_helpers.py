@@ -84,3 +84,11 @@ def test_soak_fault_choice() -> None:
     assert fault_names("kill-leader, latency") == ["kill-leader", "latency"]
     with pytest.raises(SystemExit, match="unknown"):
         fault_names("kill-leader,nope")
+
+
+def test_soak_runs_the_bridges_with_the_images_environment() -> None:
+    from tests.chaos.soak import IMAGE_ENV
+
+    dockerfile = (Path(__file__).parents[2] / "Dockerfile").read_text()
+    for name, value in IMAGE_ENV.items():
+        assert f"{name}={value}" in dockerfile, name
