@@ -216,13 +216,16 @@ def growth(csv_path: Path, warm_up: float = WARM_UP_S) -> list[dict[str, Any]]:
             seen |= {
                 "rss_mib": [round(rss0 / 2**20, 1), round(rss1 / 2**20, 1)],
                 "rss_growth_pct_per_hour": round((rss1 - rss0) / rss0 * 100 / hours, 2),
-                "rocksdb_mib": [round(statistics.median(float(r["rocksdb_bytes"]) for r in x)
-                                      / 2**20, 1) for x in (head, tail)],  # fmt: skip
+                "rocksdb_mib": [_median_mib(x, "rocksdb_bytes") for x in (head, tail)],
                 "fds": [int(head[0]["fds"]), int(tail[-1]["fds"])],
                 "threads": [int(head[0]["threads"]), int(tail[-1]["threads"])],
             }
         out.append(seen)
     return out
+
+
+def _median_mib(rows: list[dict[str, str]], column: str) -> float:
+    return round(statistics.median(float(r[column]) for r in rows) / 2**20, 1)
 
 
 def plot(csv_path: Path, png: Path) -> str | None:
