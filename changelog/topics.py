@@ -182,5 +182,18 @@ def _list_offsets(
                 f"cannot list offsets of changelog {tp.topic}[{tp.partition}]: {exc}"
             ) from None
     if again:
+        _refresh_metadata(admin, {topic for topic, _ in again}, deadline)
         time.sleep(0.2)
     return again
+
+
+def _refresh_metadata(admin: Any, topics: set[str], deadline: float) -> None:
+    """Ask for the topics' metadata again before a retry: the client's cached leader epoch can
+    lag an election, and a ListOffsets sent with it keeps meeting FENCED_LEADER_EPOCH until the
+    cache is refreshed (a soak's rolling broker restart made a restore fail so for 30 s; the Java
+    client refreshes metadata on these errors, KAFKA-9535; librdkafka#4620)."""
+    for topic in sorted(topics):
+        try:
+            admin.list_topics(topic, timeout=max(0.5, min(5.0, deadline - time.monotonic())))
+        except KafkaException:
+            return  # the retry meets the same error and the deadline bounds it

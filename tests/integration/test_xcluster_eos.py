@@ -2,8 +2,9 @@
 offsets topic, one transactional producer per input partition; the bridge as a subprocess,
 the source on the session broker (``kafka``), the target on a second one (``target_kafka``).
 
-``XCLUSTER_RECORDS`` sets the size of the SIGKILL test (the issue's figure is 100,000; the
-suite runs 20,000). The paused-zombie test fails when fencing is switched off: run it with
+``XCLUSTER_RECORDS`` sets the size of the SIGKILL and zombie tests (the issue's figure is
+100,000; the suite runs 20,000 and 12,000). Both count per key (a stateful pipeline) and check the
+counts against the input. The paused-zombie test fails when fencing is switched off: run it with
 ``EOS_BRIDGE_TEST_UNSAFE_SHARED_TXN_ID=1`` (every task then shares one id per instance)."""
 
 from __future__ import annotations
@@ -32,6 +33,9 @@ from tests.support.xcluster import (
 pytestmark = pytest.mark.integration
 
 RECORDS = int(os.environ.get("XCLUSTER_RECORDS", "20000"))
+# The zombie's own size: 12,000 in the suite (what it proves needs few), the issue's 100,000
+# with XCLUSTER_RECORDS.
+ZOMBIE_RECORDS = int(os.environ.get("XCLUSTER_RECORDS", "12000"))
 
 
 def _setup(
@@ -76,22 +80,36 @@ def test_count_across_clusters_through_two_sigkills(
 
 
 @pytest.mark.chaos
+@pytest.mark.parametrize("stateful", [False, True], ids=["stateless", "count"])
 def test_paused_zombie_across_clusters_is_fenced(
     kafka: KafkaFixture, target_kafka: KafkaFixture, tmp_path: Path, bridges: Make,
-    monkeypatch: pytest.MonkeyPatch,
+    monkeypatch: pytest.MonkeyPatch, stateful: bool,
 ) -> None:  # fmt: skip
     """A paused with its transaction open (output produced, offsets not yet), B takes all
     partitions and commits past it, A wakes and tries to commit: its task producers were
-    fenced by B's init_transactions, so nothing of A's becomes visible (A exits 3)."""
+    fenced by B's init_transactions, so nothing of A's becomes visible (A exits 3).
+
+    ``stateless`` is the fencing proof: A's open transaction outlives its pause by far (the
+    broker's longest transaction timeout), so only fencing can stop it — with
+    ``EOS_BRIDGE_TEST_UNSAFE_SHARED_TXN_ID=1`` it fails with duplicates. ``count`` (a stateful
+    count, the issue's acceptance form) has a second line of defence that fencing-off does not
+    get past: B's restore reads A's changelog partitions read_committed to their end, so B
+    waits until A's transaction ends (fenced, or aborted by its 60 s timeout) before it goes on.
+    """
     pause = tmp_path / "pause-a"
-    n = 12_000
+    n = ZOMBIE_RECORDS
     consumer = {"session.timeout.ms": 6000, "heartbeat.interval.ms": 1000}
-    s, feeder = _setup(kafka, target_kafka, n, consumer=consumer)
+    extra: dict[str, Any] = (
+        {"pipeline": "tests.state_pipelines:counting"}
+        if stateful
+        else {"transaction_timeout_ms": 900_000}
+    )
+    s, feeder = _setup(kafka, target_kafka, n, consumer=consumer, **extra)
     monkeypatch.setenv("EOS_BRIDGE_TEST_PAUSE_FILE", str(pause))
-    a = bridges(**s).start()
+    a = bridges(**s, state_dir=str(tmp_path / "state-a")).start()
     xfeed_and_catch_up(kafka, target_kafka, feeder, s, 2_000, [a])
     monkeypatch.delenv("EOS_BRIDGE_TEST_PAUSE_FILE")
-    b = bridges(**{**s, "instance_id": "i1"}).start()
+    b = bridges(**{**s, "instance_id": "i1", "state_dir": str(tmp_path / "state-b")}).start()
     wait_until(lambda: _owns(b, 2) or alive([a, b]), 180, "B to own two partitions")
     xfeed_and_catch_up(kafka, target_kafka, feeder, s, 2_000, [a, b])
     pause.touch()  # A stops itself at its next checkpoint, before writing the offsets
@@ -106,12 +124,15 @@ def test_paused_zombie_across_clusters_is_fenced(
     assert b.terminate() == 0, b.logs()[-3000:]
     if a.running():
         a.terminate()
-    duplicates, missing = exactly_once_ids(target_kafka, s["output_topic"], n)
-    assert (duplicates, missing) == (0, 0), f"{duplicates} duplicates, {missing} missing"
+    if stateful:  # every input counted once, per key 1..n in order, LSO == HW on the target
+        assert_counts_exact_across(kafka, target_kafka, s["input_topics"][0], s["output_topic"])
+    else:
+        duplicates, missing = exactly_once_ids(target_kafka, s["output_topic"], n)
+        assert (duplicates, missing) == (0, 0), f"{duplicates} duplicates, {missing} missing"
+        out = s["output_topic"]
+        assert target_kafka.end_offsets(out, True) == target_kafka.end_offsets(out, False)
     assert code == 3, a.logs()[-3000:]
     assert "another instance owns its input partition now" in a.logs()
-    out = s["output_topic"]
-    assert target_kafka.end_offsets(out, True) == target_kafka.end_offsets(out, False)
 
 
 def _owns(bridge: Any, tasks: int) -> bool:
