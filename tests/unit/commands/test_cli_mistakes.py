@@ -177,7 +177,7 @@ def test_a_config_file_typo_gets_the_closest_setting(tmp_path: Path) -> None:
 
 def test_run_says_where_it_connects_before_it_waits() -> None:
     env = {**BASE, "BRIDGE_BOOTSTRAP_SERVERS": "127.0.0.1:1", "BRIDGE_HTTP_PORT": "0",
-           "BRIDGE_STARTUP_TIMEOUT": "3"}  # fmt: skip
+           "BRIDGE_STARTUP_TIMEOUT": "1"}  # fmt: skip
     result = eos_bridge("run", env=env)
     assert result.code == 2
     lines = result.stderr.splitlines()
