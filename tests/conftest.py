@@ -15,10 +15,12 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from confluent_kafka.admin import AdminClient
 from hypothesis import settings
 
 from devkit.kafka import LocalKafka
 from tests.support import prefetch
+from tests.support.chaos import heal_brokers
 from tests.support.kafka import KafkaFixture
 from tests.support.registry import RegistryFixture, start_registry
 
@@ -73,15 +75,30 @@ def kafka(kafka_cluster: LocalKafka | None) -> KafkaFixture:
     return KafkaFixture(bootstrap)
 
 
-@pytest.fixture
-def cluster3(tmp_path: Path) -> Iterator[LocalKafka]:
-    """A private 3-broker cluster (RF 3, min ISR 2) for fault tests; stopped afterwards."""
-    cluster = LocalKafka(tmp_path / "kafka3", brokers=3, heap="512m")
+@pytest.fixture(scope="session")
+def _cluster3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalKafka]:
+    cluster = LocalKafka(tmp_path_factory.mktemp("kafka3"), brokers=3, heap="512m")
     cluster.start(timeout=120)
     try:
         yield cluster
     finally:
         cluster.stop()
+
+
+@pytest.fixture
+def cluster3(_cluster3: LocalKafka, request: pytest.FixtureRequest) -> Iterator[LocalKafka]:
+    """A 3-broker cluster (RF 3, min ISR 2) for fault tests (not the chaos rig's: no proxies),
+    started once per session (about a minute on two cores); after each test every broker is
+    running again and every partition in sync on all three, or, after the session's last test
+    that uses it, the cluster is stopped (its three JVMs are not kept through the Spark tests)."""
+    yield _cluster3
+    items = request.session.items
+    later = items[items.index(request.node) + 1 :] if request.node in items else []
+    if any("cluster3" in getattr(item, "fixturenames", ()) for item in later):
+        admin = AdminClient({"bootstrap.servers": _cluster3.bootstrap, "log_level": 0})
+        heal_brokers(_cluster3, admin, timeout=180)
+    else:
+        _cluster3.stop()
 
 
 @pytest.fixture(scope="session")

@@ -216,11 +216,10 @@ def _read_topics(
     with one cluster), and every topic name of the target."""
     source, target = conn.source(), conn.target_cluster()
     readers = [codec(args, f"--{side}-format", Role.INPUT_VALUE) for side in ("input", "output")]
-    existing = require_topics(source, [("--input", t) for t in args.input], DEFAULT_TIMEOUT)
+    reach = min(DEFAULT_TIMEOUT, args.timeout)  # a short --timeout waits no longer to connect
+    existing = require_topics(source, [("--input", t) for t in args.input], reach)
     wanted = [(f"--{opt}", t) for opt in ("output", "dlq") for t in getattr(args, opt)]
-    existing = require_topics(
-        target, wanted, DEFAULT_TIMEOUT, None if conn.cross_cluster else existing
-    )
+    existing = require_topics(target, wanted, reach, None if conn.cross_cluster else existing)
     if conn.cross_cluster:
         _progress(f"input on {source.bootstrap_servers}, the rest on {target.bootstrap_servers}")
     config, written = source.client_config(), target.client_config()
@@ -259,7 +258,12 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     parser.add_argument("--pipeline-spec", type=Path, help="re-run this YAML pipeline spec")
     parser.add_argument("--group", help="only the input this consumer group has committed")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
-    parser.add_argument("--timeout", type=float, default=300.0, help="seconds to read the topics")
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=300.0,
+        help="seconds to read the topics (at most 15 to connect)",
+    )
     add_registry_args(parser, "--input-format", "--output-format")
     parser.set_defaults(func=run)
 

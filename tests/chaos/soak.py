@@ -147,9 +147,12 @@ class SoakResult:
 
 
 def run(rig: Rig, out: Path, duration: float, rate: int, fault_period: float,
-        every: float = 10.0, seed: int = 1,
-        faults: list[str] | None = None) -> SoakResult:  # fmt: skip
-    """One soak on ``rig``; writes soak.csv, summary.json (and soak.png) under ``out``."""
+        every: float = 10.0, seed: int = 1, faults: list[str] | None = None,
+        min_faults: int = 0) -> SoakResult:  # fmt: skip
+    """One soak on ``rig``; writes soak.csv, summary.json (and soak.png) under ``out``.
+
+    It runs ``duration`` seconds and then on until ``min_faults`` faults have run (a condition,
+    so a short run on a slow machine still has its fault)."""
     (out / "logs").mkdir(parents=True, exist_ok=True)
     rng, started = random.Random(seed), time.monotonic()
     scene = Scene(rig, out / "logs", records=200_000, proxied=True, pipeline=PIPELINE)
@@ -160,9 +163,9 @@ def run(rig: Rig, out: Path, duration: float, rate: int, fault_period: float,
         scene.feed_and_commit(2000)
         feed.start()
         sampler.start()
-        next_fault = time.monotonic() + fault_period
-        while time.monotonic() < started + duration:
-            scene.sup.hold(min(1.0, max(0.0, started + duration - time.monotonic())))
+        next_fault, end = time.monotonic() + fault_period, started + duration
+        while time.monotonic() < end or len(result.faults) < min_faults:
+            scene.sup.hold(min(1.0, max(0.0, min(end, next_fault) - time.monotonic())))
             if time.monotonic() >= next_fault:
                 sampler.fault = rng.choice(faults or SOAK_FAULTS)
                 result.faults.append(sampler.fault)

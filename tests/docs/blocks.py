@@ -12,6 +12,8 @@ block changes how the doc test runs it::
     <!-- doc-test: skip REASON -->       not run; the test reports it skipped with REASON
     <!-- doc-test: timeout=SECONDS -->   a block allowed longer than the default (a Spark job
                                          starts a JVM); combines with the words above
+    <!-- doc-test: own-broker -->       the block starts and stops a broker of its own: the
+                                         document's broker is not started for it
 
 Skips are for what this machine cannot do (a Kubernetes cluster) or what another test runs
 already; each names its reason.
@@ -25,7 +27,7 @@ from pathlib import Path
 
 _FENCE = re.compile(r"^```(bash|sh|console)\s*$")
 _MARKER = re.compile(r"^<!--\s*doc-test:\s*(?P<body>.*?)\s*-->\s*$")
-_WORDS = {"background", "ctrl-c"}
+_WORDS = {"background", "ctrl-c", "own-broker"}
 _TIMEOUT = re.compile(r"^timeout=[1-9]\d*$")
 
 
@@ -40,6 +42,7 @@ class Block:
     ctrl_c: bool = False
     skip: str | None = None  # the reason, when marked skip
     timeout: float | None = None  # seconds, when marked timeout=N
+    own_broker: bool = False  # needs no broker of the document's
 
     @property
     def where(self) -> str:
@@ -85,4 +88,7 @@ def _block(path: Path, line: int, script: str, marker: re.Match[str] | None) -> 
     if not words <= _WORDS or len(timeouts) > 1:
         raise ValueError(f"{path.name}:{line}: unknown doc-test marker words {words - _WORDS}")
     timeout = float(timeouts.pop().split("=")[1]) if timeouts else None
-    return Block(path, line, script, "background" in words, "ctrl-c" in words, timeout=timeout)
+    return Block(
+        path, line, script, "background" in words, "ctrl-c" in words, timeout=timeout,
+        own_broker="own-broker" in words,
+    )  # fmt: skip

@@ -60,7 +60,7 @@ class DocSession:
         self.background: list[tuple[Block, subprocess.Popen[bytes], Path]] = []
 
     def run(self, block: Block) -> None:
-        if not self.started:
+        if not self.started and not block.own_broker:
             self.kafka.start()
             self.started = True
         if block.ctrl_c:
@@ -163,14 +163,16 @@ def test_blocks_and_markers_are_extracted(tmp_path: Path) -> None:
         "<!-- doc-test: skip no cluster here -->\n```bash\nhelm install\n```\n"
         "```console\n$ echo two\ntwo\n```\n```text\nnot a command\n```\n"
         "<!-- doc-test: timeout=900 -->\n```bash\nslow\n```\n"
+        "<!-- doc-test: own-broker -->\n```bash\nmine\n```\n"
     )
     blocks = extract(doc)
     assert [b.script for b in blocks][:4] == ["echo one\n", "run\n", "helm install\n", "echo two\n"]
-    assert [b.timeout for b in blocks] == [None, None, None, None, 900.0]
+    assert [b.timeout for b in blocks] == [None, None, None, None, 900.0, None]
     assert [(b.background, b.ctrl_c, b.skip) for b in blocks] == [
         (False, False, None), (True, True, None), (False, False, "no cluster here"),
-        (False, False, None), (False, False, None),
+        (False, False, None), (False, False, None), (False, False, None),
     ]  # fmt: skip
+    assert [b.own_broker for b in blocks] == [False] * 5 + [True]
     assert any(b.background for b in BLOCKS if b.path.name == "README.md")
 
 

@@ -19,6 +19,7 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
 import orjson
@@ -137,24 +138,35 @@ class Rig:
     def heal(self, timeout: float = 180) -> None:
         """Remove every toxic, resume and restart every broker, wait until fully replicated."""
         self.proxy.heal()
-        for broker in self.cluster.brokers:
-            if broker.alive():
-                self.cluster.resume(broker.node_id)
-            else:
-                self.cluster.restart(broker.node_id, timeout)
-        self.cluster.wait_ready(timeout)
-        wait_until(self.fully_replicated, timeout, "every partition in sync on 3 brokers", 0.5)
+        heal_brokers(self.cluster, self.admin(), timeout)
 
     def fully_replicated(self) -> bool:
-        try:
-            topics = self.admin().list_topics(timeout=10).topics
-        except Exception:
-            return False
-        return all(
-            p.leader >= 0 and len(p.isrs) == 3
-            for t in topics.values()
-            for p in t.partitions.values()
-        )
+        return fully_replicated(self.admin())
+
+
+def heal_brokers(cluster: LocalKafka, admin: AdminClient, timeout: float = 180) -> None:
+    """Resume every paused broker of ``cluster``, restart every dead one, and wait until every
+    partition is in sync on all of them (the next test starts from a whole cluster)."""
+    for broker in cluster.brokers:
+        if broker.alive():
+            cluster.resume(broker.node_id)
+        else:
+            cluster.restart(broker.node_id, timeout)
+    cluster.wait_ready(timeout)
+    n = len(cluster.brokers)
+    wait_until(partial(fully_replicated, admin, n), timeout, f"every partition in sync on {n}", 0.5)
+
+
+def fully_replicated(admin: AdminClient, brokers: int = 3) -> bool:
+    try:
+        topics = admin.list_topics(timeout=10).topics
+    except Exception:
+        return False
+    return all(
+        p.leader >= 0 and len(p.isrs) == brokers
+        for t in topics.values()
+        for p in t.partitions.values()
+    )
 
 
 class Supervisor:

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
 import os
 import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from unittest import mock
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -37,3 +40,17 @@ def eos_bridge(
         timeout=timeout, check=False,
     )  # fmt: skip
     return Result(done.returncode, done.stdout, done.stderr)
+
+
+def help_text(*args: str) -> str:
+    """What ``eos-bridge ARGS --help`` prints, from this process's parser at 80 columns (a
+    subprocess per command costs a second of imports; ``eos_bridge`` tests the process)."""
+    from app.commands.cli import build_parser
+
+    out = io.StringIO()
+    with mock.patch.dict(os.environ, {"COLUMNS": "80"}), contextlib.redirect_stdout(out):
+        try:
+            build_parser().parse_args([*args, "--help"])
+        except SystemExit as done:
+            assert done.code == 0, f"{args} --help exited {done.code}"
+    return out.getvalue()
