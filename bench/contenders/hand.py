@@ -156,9 +156,9 @@ def handler(args: argparse.Namespace) -> Handler:
         return raw
     handlers: dict[str, Callable[[Loads, Dumps], Handler]] = {"p1": p1, "p2": p2, "p3": p3}
     if args.registry:
-        from bench.contenders.hand_avro import AvroValues  # only the Avro loop needs it
+        from bench.contenders.hand_avro import from_registry  # only the Avro loop needs it
 
-        avro = AvroValues(args.registry, args.schema, args.output)
+        avro = from_registry(args.registry, args.schema, args.output)
         return handlers[args.pipeline](avro.loads, avro.dumps)
     return handlers[args.pipeline](orjson.loads, orjson.dumps)
 

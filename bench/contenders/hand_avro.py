@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import io
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -35,14 +36,11 @@ def schema_id_of(data: bytes) -> int:
 
 
 class AvroValues:
-    """``loads``/``dumps`` of Avro values behind the registry at ``url``."""
+    """``loads``/``dumps`` of Avro values: ``writer`` (parsed) and its registry ID for the
+    output, ``fetch`` (schema ID -> parsed writer schema) called once per input schema ID."""
 
-    def __init__(self, url: str, schema_file: str | Path, topic: str) -> None:
-        self._client = SchemaRegistryClient({"url": url})
-        text = Path(schema_file).read_text()
-        self._writer = parse_schema(json.loads(text))
-        schema_id = self._client.register_schema(f"{topic}-value", Schema(text, "AVRO"))
-        self._header = header(schema_id)
+    def __init__(self, writer: Any, schema_id: int, fetch: Callable[[int], Any]) -> None:
+        self._writer, self._header, self._fetch = writer, header(schema_id), fetch
         self._readers: dict[int, Any] = {}  # writer schema ID -> parsed schema
 
     def loads(self, data: bytes) -> Any:
@@ -58,6 +56,23 @@ class AvroValues:
         schemaless_writer(out, self._writer, value)
         return out.getvalue()
 
-    def _fetch(self, schema_id: int) -> Any:
-        fetched = self._client.get_schema(schema_id)
-        return parse_schema(json.loads(fetched.schema_str or "null"))
+
+def parse(text: str) -> Any:
+    """An Avro schema's JSON text, parsed by fastavro."""
+    return parse_schema(json.loads(text))
+
+
+def from_registry(url: str, schema_file: str | Path, topic: str) -> AvroValues:
+    """Avro values behind the registry at ``url``: ``schema_file`` registered under
+    ``<topic>-value`` now, input writer schemas fetched by ID when first seen."""
+    client = SchemaRegistryClient({"url": url})
+    text = Path(schema_file).read_text()
+    schema_id = client.register_schema(f"{topic}-value", Schema(text, "AVRO"))
+
+    def fetch(writer_id: int) -> Any:
+        fetched = client.get_schema(writer_id).schema_str
+        if fetched is None:
+            raise ValueError(f"schema ID {writer_id}: the registry returned no schema text")
+        return parse(fetched)
+
+    return AvroValues(parse(text), schema_id, fetch)
