@@ -16,6 +16,7 @@ from bench.contenders import BY_KEY, REGISTRY_URL_ENV, Job
 from bench.contenders.hand_avro import AvroValues, header, parse, schema_id_of
 from bench.report import _goal, summarise
 from bench.transforms import enrich, keep
+from tests.unit.bench.runs import run
 
 SCHEMAS = Path(__file__).resolve().parents[3] / "bench" / "schemas"
 
@@ -62,13 +63,6 @@ def test_the_new_contenders_command_lines(monkeypatch: pytest.MonkeyPatch, tmp_p
 
 
 def test_the_report_compares_the_families_without_a_goal() -> None:
-    def run(contender: str, rep: int, rate: float) -> dict[str, object]:
-        return {
-            "pipeline": "p1", "contender": contender, "rep": rep, "records_per_s": rate,
-            "committed_records_per_s": rate, "cpu_s_per_million": 1.0, "peak_rss_mb": 1.0,
-            "startup_s": 1.0, "outputs": 1,
-        }  # fmt: skip
-
     runs = [run("hand-eos", 0, 100.0), run("hand-eos-avro", 0, 40.0)]
     runs += [run("bridge-eos-avro", 0, 20.0), run("quix-eos", 0, 10.0)]
     goals = summarise(runs, [])["p1"]["goals"]
