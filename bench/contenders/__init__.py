@@ -100,6 +100,8 @@ class Contender:
             "--output", job.output_topic, "--group", job.group,
             "--commit-interval", str(job.commit_interval), "--pipeline", job.pipeline,
         ]  # fmt: skip
+        if self.fmt == "avro":
+            common += avro_args(job)
         if self.kind == "quix":
             argv = [str(quix_python()), "-m", "bench.contenders.quix", *common]
             argv += ["--guarantee", self.guarantee, "--state-dir", str(job.state_dir)]
@@ -108,6 +110,8 @@ class Contender:
         argv += ["--batch-size", str(job.batch_size)]
         if self.kind == "raw":
             argv += ["--raw"]
+        if self.guarantee == "exactly-once":
+            argv += ["--eos"]
         return argv, env
 
 
@@ -150,20 +154,34 @@ AVRO_SUFFIX = "-avro"
 REGISTRY_URL_ENV = "EOS_BENCH_REGISTRY_URL"
 
 
-def avro_env(job: Job) -> dict[str, str]:
-    """BRIDGE_* settings of an Avro run: Avro in (writer schema by ID) and Avro out with
-    ``bench/schemas/<pipeline>.avsc`` (registered under ``<output topic>-value``)."""
+def registry_url() -> str:
+    """The URL of the registry of this bench run (``REGISTRY_URL_ENV``)."""
     url = os.environ.get(REGISTRY_URL_ENV)
     if not url:
         raise RuntimeError(f"an avro contender needs a registry: {REGISTRY_URL_ENV} is not set")
+    return url
+
+
+def output_schema(job: Job) -> Path:
+    """The Avro schema of the pipeline's output: ``bench/schemas/<pipeline>.avsc``."""
+    return job.source / "bench" / "schemas" / f"{job.pipeline}.avsc"
+
+
+def avro_env(job: Job) -> dict[str, str]:
+    """BRIDGE_* settings of an Avro run: Avro in (writer schema by ID) and Avro out with
+    ``bench/schemas/<pipeline>.avsc`` (registered under ``<output topic>-value``)."""
     return {
         "BRIDGE_INPUT_FORMAT": "avro",
         "BRIDGE_OUTPUT_FORMAT": "avro",
-        "BRIDGE_SCHEMA_REGISTRY__URL": url,
-        "BRIDGE_OUTPUT_SCHEMA__SCHEMA_FILE": str(
-            job.source / "bench" / "schemas" / f"{job.pipeline}.avsc"
-        ),
+        "BRIDGE_SCHEMA_REGISTRY__URL": registry_url(),
+        "BRIDGE_OUTPUT_SCHEMA__SCHEMA_FILE": str(output_schema(job)),
     }
+
+
+def avro_args(job: Job) -> list[str]:
+    """The command-line options of an Avro hand loop or Quix run: the registry and the
+    output schema (registered under ``<output topic>-value``)."""
+    return ["--registry", registry_url(), "--schema", str(output_schema(job))]
 
 
 CONTENDERS = (
@@ -196,8 +214,18 @@ CONTENDERS = (
         fmt="avro",
     ),
     Contender("quix-eos", "Quix Streams exactly-once", "quix", "exactly-once"),
+    # Quix's own Avro serializers (quixstreams.models.serializers.avro) on the registry
+    Contender(
+        "quix-eos-avro", "Quix Streams exactly-once, Avro", "quix", "exactly-once", fmt="avro"
+    ),
     Contender("quix-alo", "Quix Streams at-least-once", "quix", "at-least-once"),
     Contender("hand-alo", "hand-written loop at-least-once", "hand", "at-least-once"),
+    # One transaction per commit interval (bench/contenders/hand.py --eos); JSON and Avro
+    # (bench/contenders/hand_avro.py: one fastavro call per record each way).
+    Contender("hand-eos", "hand-written loop exactly-once", "hand", "exactly-once"),
+    Contender(
+        "hand-eos-avro", "hand-written loop exactly-once, Avro", "hand", "exactly-once", fmt="avro"
+    ),
     Contender("raw-copy", "raw copy (no parsing)", "raw", "at-least-once"),
     # Kafka Streams 4.3.1 exactly_once_v2 (bench/kstreams); c0 = statestore.cache.max.bytes=0,
     # warm = after a JIT warm-up phase (bench/contenders/kstreams.py).

@@ -16,6 +16,7 @@ from bench.contenders import BY_KEY, REGISTRY_URL_ENV, Job, avro_env
 from bench.data import make_value
 from bench.report import summarise
 from bench.transforms import enrich
+from tests.unit.bench.runs import run
 
 AVRO, SPEC_AVRO, EOS, SPEC = (
     BY_KEY[k] for k in ("bridge-eos-avro", "bridge-eos-spec-avro", "bridge-eos", "bridge-eos-spec")
@@ -59,13 +60,6 @@ def test_the_schemas_fit_the_records_and_p1s_output() -> None:
 
 
 def test_the_report_gives_avro_p1_over_json_p1_per_repetition() -> None:
-    def run(contender: str, rep: int, rate: float) -> dict[str, object]:
-        return {
-            "pipeline": "p1", "contender": contender, "rep": rep, "records_per_s": rate,
-            "committed_records_per_s": rate, "cpu_s_per_million": 1.0, "peak_rss_mb": 1.0,
-            "startup_s": 1.0, "outputs": 1,
-        }  # fmt: skip
-
     runs = [
         run("bridge-eos", 0, 100.0), run("bridge-eos-avro", 0, 90.0),
         run("bridge-eos", 1, 200.0), run("bridge-eos-avro", 1, 120.0),
