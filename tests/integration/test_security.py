@@ -22,6 +22,7 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
+from app.serde.registry import RegistryConfigError, RegistrySettings
 from devkit.kafka import LocalKafka
 from devkit.kafka.cluster import free_port
 from devkit.kafka.security import MTLS_CLIENT_CN, bridge_acls, create_acls
@@ -246,3 +247,15 @@ def test_access_problems_refuse_to_start_with_one_line(
     errors = [line for line in output.splitlines() if " ERROR " in line]
     assert len(errors) == 1 and expected in errors[0], output[-3000:]
     assert "Traceback" not in output
+
+
+def test_registry_tls_settings_load_the_client_key_with_its_password(secure: LocalKafka) -> None:
+    """The schema registry client's mTLS settings, on the secure broker's certificates (the
+    client key is encrypted with client_key_password); no registry is asked."""
+    tls = secure.security
+    assert tls is not None
+    url = "http://127.0.0.1:1/apis/ccompat/v7"
+    mtls = {"ca_location": tls.ca, "cert_location": tls.client_cert, "key_location": tls.client_key}
+    RegistrySettings(url=url, key_password=tls.client_key_password, **mtls).client().close()  # type: ignore[arg-type]
+    with pytest.raises(RegistryConfigError, match="key_password"):
+        RegistrySettings(url=url, key_password="wrong", **mtls).client()  # type: ignore[arg-type]

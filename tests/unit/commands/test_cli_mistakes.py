@@ -1,6 +1,8 @@
 """User mistakes that need no broker: one line on stderr, a documented exit code, no traceback.
 
 Exit codes (README "Exit codes"): 2 for every usage, configuration or connection mistake.
+``main`` runs in this process (``eos_bridge_here``: a subprocess costs a second of imports, far
+more on a loaded machine); tests/integration/test_cli_process.py runs the real ``python -m app``.
 """
 
 from __future__ import annotations
@@ -13,14 +15,14 @@ import pytest
 
 from app.config import load_settings
 from app.pipeline.builder import Pipeline
-from tests.support.cli import eos_bridge, help_text
+from tests.support.cli import eos_bridge_here, help_text
 
 BASE = {"BRIDGE_INPUT_TOPICS": "in", "BRIDGE_OUTPUT_TOPIC": "out"}
 
 
 @pytest.fixture
 def modules(tmp_path: Path) -> dict[str, str]:
-    """A directory of pipeline modules (good and broken), as PYTHONPATH for the subprocess."""
+    """A directory of pipeline modules (good and broken), as PYTHONPATH for the command."""
     (tmp_path / "broken_syntax.py").write_text("from app.pipeline import Pipeline\npipeline = (\n")
     (tmp_path / "raises_on_import.py").write_text("raise RuntimeError('no database here')\n")
     (tmp_path / "good.py").write_text(
@@ -30,7 +32,7 @@ def modules(tmp_path: Path) -> dict[str, str]:
 
 
 def test_pipeline_with_a_syntax_error(modules: dict[str, str]) -> None:
-    result = eos_bridge(
+    result = eos_bridge_here(
         "check-config", "--pipeline", "broken_syntax:pipeline", env={**BASE, **modules}
     )
     assert result.code == 2
@@ -39,19 +41,21 @@ def test_pipeline_with_a_syntax_error(modules: dict[str, str]) -> None:
 
 
 def test_pipeline_with_a_missing_attribute(modules: dict[str, str]) -> None:
-    result = eos_bridge("check-config", "--pipeline", "good:pipelin", env={**BASE, **modules})
+    result = eos_bridge_here("check-config", "--pipeline", "good:pipelin", env={**BASE, **modules})
     assert result.code == 2
     assert "module has no attribute 'pipelin'" in result.one_line_error()
 
 
 def test_pipeline_module_that_is_not_on_the_path() -> None:
-    result = eos_bridge("check-config", "--pipeline", "nowhere_to_be_found:p", env=BASE)
+    result = eos_bridge_here("check-config", "--pipeline", "nowhere_to_be_found:p", env=BASE)
     assert result.code == 2
     assert "cannot import 'nowhere_to_be_found'" in result.one_line_error()
 
 
 def test_pipeline_module_raising_at_import(modules: dict[str, str]) -> None:
-    result = eos_bridge("check-config", "--pipeline", "raises_on_import:p", env={**BASE, **modules})
+    result = eos_bridge_here(
+        "check-config", "--pipeline", "raises_on_import:p", env={**BASE, **modules}
+    )
     assert result.code == 2
     assert "raised RuntimeError at " in result.one_line_error()
     assert "raises_on_import.py:1: no database here" in result.one_line_error()
@@ -59,7 +63,7 @@ def test_pipeline_module_raising_at_import(modules: dict[str, str]) -> None:
 
 def test_run_with_a_broken_pipeline_logs_one_error_and_exits_2(modules: dict[str, str]) -> None:
     env = {**BASE, **modules, "BRIDGE_HTTP_PORT": "0", "BRIDGE_PIPELINE": "broken_syntax:p"}
-    result = eos_bridge("run", env=env)
+    result = eos_bridge_here("run", env=env)
     assert result.code == 2
     assert "Traceback" not in result.stderr
     errors = [line for line in result.stderr.splitlines() if " ERROR " in line]
@@ -67,7 +71,7 @@ def test_run_with_a_broken_pipeline_logs_one_error_and_exits_2(modules: dict[str
 
 
 def test_check_config_compiles_a_good_pipeline(modules: dict[str, str]) -> None:
-    result = eos_bridge("check-config", "--pipeline", "good:pipeline", env={**BASE, **modules})
+    result = eos_bridge_here("check-config", "--pipeline", "good:pipeline", env={**BASE, **modules})
     assert result.code == 0, result.stderr
     assert "configuration ok: pipeline of 1 stateless step(s)" in result.stderr
 
@@ -75,7 +79,7 @@ def test_check_config_compiles_a_good_pipeline(modules: dict[str, str]) -> None:
 def test_spec_with_an_unknown_step(tmp_path: Path) -> None:
     spec = tmp_path / "spec.yaml"
     spec.write_text("steps:\n  - fliter: 'amount > 0'\n")
-    result = eos_bridge("check-config", env={**BASE, "BRIDGE_PIPELINE_SPEC": str(spec)})
+    result = eos_bridge_here("check-config", env={**BASE, "BRIDGE_PIPELINE_SPEC": str(spec)})
     assert result.code == 2
     assert "unknown step 'fliter'" in result.one_line_error()
 
@@ -90,7 +94,7 @@ def busy_port() -> Iterator[int]:
 
 def test_run_with_a_busy_metrics_port(busy_port: int) -> None:
     env = {**BASE, "BRIDGE_HTTP_PORT": str(busy_port), "BRIDGE_HTTP_HOST": "127.0.0.1"}
-    result = eos_bridge("run", env=env)
+    result = eos_bridge_here("run", env=env)
     assert result.code == 2
     assert "Traceback" not in result.stderr
     errors = [line for line in result.stderr.splitlines() if " ERROR " in line]
@@ -99,7 +103,7 @@ def test_run_with_a_busy_metrics_port(busy_port: int) -> None:
 
 
 def test_misspelled_variable_is_named_with_the_closest_setting() -> None:
-    result = eos_bridge("check-config", env={**BASE, "BRIDGE_BOOTSTRAP_SERVER": "kafka:9092"})
+    result = eos_bridge_here("check-config", env={**BASE, "BRIDGE_BOOTSTRAP_SERVER": "kafka:9092"})
     assert result.code == 0
     assert (
         "BRIDGE_BOOTSTRAP_SERVER is not a setting of eos-bridge and is ignored; "
@@ -108,34 +112,34 @@ def test_misspelled_variable_is_named_with_the_closest_setting() -> None:
 
 
 def test_verify_with_an_unreachable_broker() -> None:
-    result = eos_bridge(
+    result = eos_bridge_here(
         "verify", "--bootstrap", "127.0.0.1:1", "--input", "a", "--output", "b", "--id-field", "id",
-        "--timeout", "2",
+        "--timeout", "0.5",
     )  # fmt: skip
     assert result.code == 2
     assert "cannot reach Kafka at bootstrap_servers='127.0.0.1:1'" in result.one_line_error()
 
 
 def test_verify_without_an_id_option_is_a_usage_error() -> None:
-    result = eos_bridge("verify", "--input", "a", "--output", "b")
+    result = eos_bridge_here("verify", "--input", "a", "--output", "b")
     assert result.code == 2
     assert "give exactly one of --id-field and --id-header" in result.one_line_error()
 
 
 def test_produce_rejects_a_line_that_is_not_json() -> None:
-    result = eos_bridge("produce", "t", stdin='{"id": 1}\n{"id": 2\n')
+    result = eos_bridge_here("produce", "t", stdin='{"id": 1}\n{"id": 2\n')
     assert result.code == 2
     assert result.one_line_error().startswith("eos-bridge produce: stdin:2: not valid JSON")
 
 
 def test_tools_name_a_missing_config_file() -> None:
-    result = eos_bridge("topics", "list", "--config", "/no/such/file.yaml")
+    result = eos_bridge_here("topics", "list", "--config", "/no/such/file.yaml")
     assert result.code == 2
     assert "config file /no/such/file.yaml does not exist" in result.one_line_error()
 
 
 def test_version_and_help_list_settings_with_their_env_names() -> None:
-    version = eos_bridge("--version")
+    version = eos_bridge_here("--version")
     assert version.code == 0 and version.stdout.startswith("eos-bridge ")
     for command in (["run"], ["check-config"], ["verify"], ["tail"], ["topics", "create"]):
         text = help_text(*command)
@@ -154,12 +158,12 @@ def test_a_module_that_raises_inside_is_named_with_its_file_and_line(tmp_path: P
     (tmp_path / "needs_a_library.py").write_text("x = 1\nimport not_installed_anywhere\n")
     (tmp_path / "fails_at_line_3.py").write_text("a = 1\nb = {}\nc = b['missing']\n")
     env = {**BASE, "PYTHONPATH": str(tmp_path)}
-    result = eos_bridge("check-config", "--pipeline", "needs_a_library:p", env=env)
+    result = eos_bridge_here("check-config", "--pipeline", "needs_a_library:p", env=env)
     assert result.code == 2
     error = result.one_line_error()
     assert "ModuleNotFoundError at" in error and "needs_a_library.py:2" in error
     assert "PYTHONPATH" not in error  # the module was found; a library it imports was not
-    result = eos_bridge("check-config", "--pipeline", "fails_at_line_3:p", env=env)
+    result = eos_bridge_here("check-config", "--pipeline", "fails_at_line_3:p", env=env)
     assert "raised KeyError at" in result.one_line_error()
     assert "fails_at_line_3.py:3" in result.one_line_error()
 
@@ -167,7 +171,7 @@ def test_a_module_that_raises_inside_is_named_with_its_file_and_line(tmp_path: P
 def test_a_config_file_typo_gets_the_closest_setting(tmp_path: Path) -> None:
     config = tmp_path / "bridge.yaml"
     config.write_text("input_topics: [in]\noutput_topic: out\ncommit_intervall: 2\n")
-    result = eos_bridge("check-config", "--config", str(config), env={})
+    result = eos_bridge_here("check-config", "--config", str(config), env={})
     assert result.code == 2
     assert "commit_intervall (BRIDGE_COMMIT_INTERVALL): not a setting; did you mean " in (
         result.stderr
@@ -178,7 +182,7 @@ def test_a_config_file_typo_gets_the_closest_setting(tmp_path: Path) -> None:
 def test_run_says_where_it_connects_before_it_waits() -> None:
     env = {**BASE, "BRIDGE_BOOTSTRAP_SERVERS": "127.0.0.1:1", "BRIDGE_HTTP_PORT": "0",
            "BRIDGE_STARTUP_TIMEOUT": "1"}  # fmt: skip
-    result = eos_bridge("run", env=env)
+    result = eos_bridge_here("run", env=env)
     assert result.code == 2
     lines = result.stderr.splitlines()
     first = next(i for i, line in enumerate(lines) if "connecting to 127.0.0.1:1" in line)
@@ -196,7 +200,7 @@ def test_run_help_lists_exit_codes_and_the_allowed_values_of_enumerated_settings
 def test_bash_completion_completes_commands_and_options() -> None:
     import subprocess
 
-    script = eos_bridge("completion", "bash").stdout
+    script = eos_bridge_here("completion", "bash").stdout
     probe = (
         f"{script}\nCOMP_WORDS=(eos-bridge ch); COMP_CWORD=1; _eos_bridge; echo ${{COMPREPLY[@]}}\n"
         "COMP_WORDS=(eos-bridge run --pi); COMP_CWORD=2; _eos_bridge; echo ${COMPREPLY[@]}\n"

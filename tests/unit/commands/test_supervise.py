@@ -39,7 +39,7 @@ def _child(tmp_path: Path, codes: list[int]) -> list[str]:
         f"n = int(p.read_text()) if p.exists() else 0; p.write_text(str(n + 1)); "
         f"sys.exit({codes!r}[min(n, {len(codes) - 1})])"
     )
-    return [sys.executable, "-c", script]
+    return [sys.executable, "-S", "-c", script]  # -S: no site packages to import
 
 
 def _starts(tmp_path: Path) -> int:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 from collections import defaultdict
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -245,7 +246,7 @@ def reference(
     st.data(),
 )
 def test_far_off_records_change_nothing_for_any_batching(
-    tmp_path_factory: pytest.TempPathFactory,
+    stores: Callable[[str], LocalAccess],
     records: list[tuple[str, int]],
     bad_at: set[int],
     size_hop: tuple[int, int],
@@ -261,7 +262,7 @@ def test_far_off_records_change_nothing_for_any_batching(
         bad = YEAR_9999 if n % 2 == 0 else -(10**12)
         rows.insert(min(at, len(rows)), row({"ts": bad}, key="a", offset=1000 + n, ts=20_000))
     cuts = sorted(data.draw(st.sets(st.integers(1, len(rows)), max_size=4)))
-    access = LocalAccess(tmp_path_factory.mktemp("w"))
+    access = stores("w")
     emitted: dict[tuple[str, int], int] = {}
     invalid: list[int] = []
     before = LATE_RECORDS["prop"]
@@ -270,7 +271,6 @@ def test_far_off_records_change_nothing_for_any_batching(
         invalid += [f.row.offset for f in ctx.failures]
         emitted |= {(r.value["key"], r.value["start"]): r.value["value"] for r in out}
         access.commit()
-    access.close()
     expected, late = reference(records, size, hop, 500)
     assert sorted(invalid) == [1000 + n for n in range(len(bad_at))]
     assert emitted == expected

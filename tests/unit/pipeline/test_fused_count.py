@@ -4,11 +4,11 @@ back, it has produced and counted exactly the records before that point."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import orjson
-import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -107,11 +107,10 @@ batches = st.lists(
 )
 @given(batches, st.data())
 def test_fused_count_equals_the_general_path(
-    tmp_path_factory: pytest.TempPathFactory, spec: list[list[Any]], data: st.DataObject
+    stores: Callable[[str], LocalAccess], spec: list[list[Any]], data: st.DataObject
 ) -> None:
     """Random keys (None, non-UTF-8, empty), partitions, headers; batches commit or abort."""
-    slow = LocalAccess(tmp_path_factory.mktemp("general"))
-    fast = LocalAccess(tmp_path_factory.mktemp("fused"))
+    slow, fast = stores("general"), stores("fused")
     offset = 0
     for batch_spec in spec:
         batch = []
@@ -127,8 +126,6 @@ def test_fused_count_equals_the_general_path(
         else:
             slow.discard()
             fast.discard()
-    slow.close()
-    fast.close()
 
 
 def test_counts_continue_from_committed_state(tmp_path: Path) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -37,6 +38,18 @@ def test_count_survives_reopen_only_when_committed(tmp_path: Path) -> None:
     assert out[0].value["count"] == 2
 
 
+def test_stores_of_a_property_test_start_empty_for_each_example(
+    stores: Callable[[str], LocalAccess],
+) -> None:
+    """The ``stores`` fixture empties committed and uncommitted state between examples."""
+    for _ in range(2):
+        access = stores("c")
+        out, _ = run(Count(), [row({}, key="k"), row({}, key="j", partition=1)], access)
+        assert [r.value["count"] for r in out] == [1, 1]
+        access.commit()
+        run(Count(), [row({}, key="k")], access)  # uncommitted
+
+
 def test_partitions_are_separate_state(tmp_path: Path) -> None:
     access = LocalAccess(tmp_path)
     out, _ = run(Count(), [row({}, key="k", partition=0), row({}, key="k", partition=1)], access)
@@ -57,10 +70,10 @@ def test_sum_and_bad_values_fail_only_their_record(tmp_path: Path) -> None:
 )
 @given(st.lists(st.sampled_from("abcde"), min_size=1, max_size=80), st.data())
 def test_count_equals_a_counter_for_any_batching_with_aborts(
-    tmp_path_factory: pytest.TempPathFactory, keys: list[str], data: st.DataObject
+    stores: Callable[[str], LocalAccess], keys: list[str], data: st.DataObject
 ) -> None:
     """Batches commit or abort at random; aborted batches are replayed (like the loop does)."""
-    access = LocalAccess(tmp_path_factory.mktemp("c"))
+    access = stores("c")
     i, last = 0, {}
     while i < len(keys):
         n = data.draw(st.integers(1, 10))
@@ -73,7 +86,6 @@ def test_count_equals_a_counter_for_any_batching_with_aborts(
         access.commit()
         last.update({r.value["key"]: r.value["count"] for r in out})
         i += n
-    access.close()
     assert last == dict(Counter(keys))
 
 
@@ -102,7 +114,7 @@ def test_dedupe_ttl_on_stream_time(tmp_path: Path) -> None:
     st.data(),
 )
 def test_dedupe_outcome_does_not_depend_on_batching_or_sweeps(
-    tmp_path_factory: pytest.TempPathFactory,
+    stores: Callable[[str], LocalAccess],
     records: list[tuple[int, int]],
     ttl_s: int,
     data: st.DataObject,
@@ -115,7 +127,7 @@ def test_dedupe_outcome_does_not_depend_on_batching_or_sweeps(
             continue
         seen[ident] = now
         expected.append(i)
-    access = LocalAccess(tmp_path_factory.mktemp("d"))
+    access = stores("d")
     rows = [row({"id": ident}, offset=i, ts=ts) for i, (ident, ts) in enumerate(records)]
     cuts = sorted(data.draw(st.sets(st.integers(1, len(rows)), max_size=6)))
     passed = []
@@ -123,7 +135,6 @@ def test_dedupe_outcome_does_not_depend_on_batching_or_sweeps(
         out, _ = run(Dedupe(ttl=ttl_s, by="id"), rows[lo:hi], access)
         passed += [r.offset for r in out]
         access.commit()
-    access.close()
     assert passed == expected
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -81,7 +82,7 @@ records_st = st.lists(
     st.data(),
 )
 def test_window_step_matches_reference_for_any_batching(
-    tmp_path_factory: pytest.TempPathFactory,
+    stores: Callable[[str], LocalAccess],
     records: list[tuple[str, int, int]],
     size_hop: tuple[int, int],
     grace: int,
@@ -89,7 +90,7 @@ def test_window_step_matches_reference_for_any_batching(
 ) -> None:
     size, hop = size_hop
     cuts = sorted(data.draw(st.sets(st.integers(1, len(records)), max_size=5)))
-    access = LocalAccess(tmp_path_factory.mktemp("w"))
+    access = stores("w")
     step = window(size / 1000, hop / 1000, grace / 1000, "sum", "amount", "ts")
     rows = [
         row({"ts": ts, "amount": amt}, key=k, offset=i) for i, (k, ts, amt) in enumerate(records)
@@ -104,7 +105,6 @@ def test_window_step_matches_reference_for_any_batching(
             assert r.value["end"] == r.value["start"] + size
             emitted[window_id] = r.value["value"]
         access.commit()
-    access.close()
     assert emitted == reference(records, size, hop, grace)
 
 

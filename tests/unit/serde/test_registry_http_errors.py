@@ -68,7 +68,7 @@ class _Handler(BaseHTTPRequestHandler):
 @pytest.fixture
 def fake() -> Iterator[FakeRegistry]:
     server = FakeRegistry()
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
     thread.start()
     try:
         yield server

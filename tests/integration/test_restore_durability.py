@@ -2,6 +2,7 @@
 
 A child process restores into a store and dies with ``os._exit`` (no close, no flush: what a
 SIGKILL or OOM kill leaves); the test then reopens the store and checks what survived.
+Integration tier: the crashing process is the point (two ~24 MB restores, seconds each).
 """
 
 from __future__ import annotations
@@ -11,7 +12,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from app.state.store import StorePartition
+
+pytestmark = pytest.mark.integration
 
 BATCHES, RECORDS, VALUE = 60, 2000, b"v" * 200  # ~24 MB: several 4 MB memtables flush
 
@@ -37,7 +42,7 @@ os._exit(0)  # a crash: memtables are lost
 
 
 def crash_mid_restore(path: Path, finish: bool) -> StorePartition:
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[3])}
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
     subprocess.run(
         [sys.executable, "-c", CHILD, str(path), "finish" if finish else "crash"],
         check=True, env=env, timeout=120,
