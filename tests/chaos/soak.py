@@ -27,6 +27,7 @@ import tempfile
 import threading
 import time
 import traceback
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -200,7 +201,9 @@ def run(rig: Rig, out: Path, duration: float, rate: int, fault_period: float,
 def growth(csv_path: Path, warm_up: float = WARM_UP_S) -> list[dict[str, Any]]:
     """Per bridge process (instance, pid): how long it was sampled and, when it lived past
     ``warm_up`` by at least as long again, RSS growth per hour from the warm-up's end to its
-    last sample (medians of the first and last 5 % of those samples) and fds/threads there."""
+    last sample (medians of the first and last 5 % of those samples) and fds/threads there;
+    also the same over the second half of those samples (after RocksDB's bounded caches have
+    had longer to fill) and for RSS less RocksDB's own memory (what a leak would be)."""
     if not csv_path.exists():
         return []
     with csv_path.open() as f:
@@ -214,17 +217,34 @@ def growth(csv_path: Path, warm_up: float = WARM_UP_S) -> list[dict[str, Any]]:
         if late and float(late[-1]["t_s"]) - float(late[0]["t_s"]) >= warm_up:
             n = max(1, len(late) // 20)
             head, tail = late[:n], late[-n:]
-            hours = (float(tail[-1]["t_s"]) - float(head[0]["t_s"])) / 3600
-            rss0, rss1 = (statistics.median(float(r["rss_bytes"]) for r in x) for x in (head, tail))
             seen |= {
-                "rss_mib": [round(rss0 / 2**20, 1), round(rss1 / 2**20, 1)],
-                "rss_growth_pct_per_hour": round((rss1 - rss0) / rss0 * 100 / hours, 2),
+                "rss_mib": [_median_mib(x, "rss_bytes") for x in (head, tail)],
+                "rss_growth_pct_per_hour": _pct_per_hour(late, _rss),
+                "rss_growth_pct_per_hour_second_half": _pct_per_hour(late[len(late) // 2 :], _rss),
+                "rss_less_rocksdb_growth_pct_per_hour": _pct_per_hour(late, _rss_less_rocksdb),
                 "rocksdb_mib": [_median_mib(x, "rocksdb_bytes") for x in (head, tail)],
                 "fds": [int(head[0]["fds"]), int(tail[-1]["fds"])],
                 "threads": [int(head[0]["threads"]), int(tail[-1]["threads"])],
             }
         out.append(seen)
     return out
+
+
+def _rss(row: dict[str, str]) -> float:
+    return float(row["rss_bytes"])
+
+
+def _rss_less_rocksdb(row: dict[str, str]) -> float:
+    return float(row["rss_bytes"]) - float(row["rocksdb_bytes"])
+
+
+def _pct_per_hour(rows: list[dict[str, str]], value: Callable[[dict[str, str]], float]) -> float:
+    """Growth per hour, in % of the start, between the medians of the first and last 5 %."""
+    n = max(1, len(rows) // 20)
+    head, tail = rows[:n], rows[-n:]
+    hours = (float(tail[-1]["t_s"]) - float(head[0]["t_s"])) / 3600
+    v0, v1 = (statistics.median(value(r) for r in x) for x in (head, tail))
+    return round((v1 - v0) / v0 * 100 / hours, 2)
 
 
 def _median_mib(rows: list[dict[str, str]], column: str) -> float:
