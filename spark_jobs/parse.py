@@ -98,19 +98,34 @@ def parse_records(
     value = F.col("value").cast("string")
     # A registry source (spark_jobs.avro_input) says why a value did not decode.
     decode_error = F.col(DECODE_ERROR) if DECODE_ERROR in raw.columns else F.lit(None)
-    checked = raw.select(
+    texts = raw.select(
         "topic",
         "partition",
         "offset",
         F.col("timestamp").alias("kafka_timestamp"),
         F.col("key").cast("string").alias("kafka_key"),
         value.alias("value"),
-        F.from_json(value, record_schema(fields)).alias("r"),
+        decode_error.cast("string").alias(DECODE_ERROR),
+    )
+    # Every parse of the text, once per row. They are the output of a generator (one row in,
+    # one out), which Spark's optimiser cannot push the filters on ``error`` below: through
+    # plain projections it substituted each parse into each of its uses, some 20 parses of
+    # every row in the good rows' filter alone.
+    parses = F.struct(
+        # The declared fields, typed and nested.
+        F.from_json(F.col("value"), record_schema(fields)).alias("r"),
         # The same text as a JSON object of raw field texts: NULL exactly when the value is not
         # a JSON object, and a field's entry tells "absent or null" from "present, wrong type".
-        F.from_json(value, _RAW_OBJECT).alias("raw"),
-        decode_error.cast("string").alias(DECODE_ERROR),
-    ).withColumn("error", F.coalesce(F.col(DECODE_ERROR), _error(fields, event_time)))
+        F.from_json(F.col("value"), _RAW_OBJECT).alias("raw"),
+        *[
+            F.get_json_object(F.col("value"), f"$.{f.json_path}").alias(_text_of(f))
+            for f in fields
+            if "." in f.json_path
+        ],
+    )
+    checked = texts.select("*", F.inline(F.array(parses))).withColumn(
+        "error", F.coalesce(F.col(DECODE_ERROR), _error(fields, event_time))
+    )
     good = checked.where(F.col("error").isNull()).select(*[_typed(f).alias(f.name) for f in fields])
     bad = checked.where(F.col("error").isNotNull()).select(
         "topic", "partition", "offset", "kafka_timestamp", "kafka_key", "value", "error"
@@ -129,11 +144,16 @@ def _typed(f: InputField) -> Column:
     return column
 
 
+def _text_of(f: InputField) -> str:
+    """The column holding a nested field's raw JSON text (see :func:`parse_records`)."""
+    return f"__text_{f.name}"
+
+
 def _present(f: InputField) -> Column:
     """The field is in the object with a non-null value (of any type)."""
     if "." not in f.json_path:
         return F.col("raw").getItem(f.json_path).isNotNull()
-    return F.get_json_object(F.col("value"), f"$.{f.json_path}").isNotNull()
+    return F.col(_text_of(f)).isNotNull()
 
 
 def _names(columns: list[tuple[Column, str]]) -> Column:
