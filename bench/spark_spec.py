@@ -16,9 +16,10 @@ same exactly-once write.
 
 - spec: ``spark_jobs.stream.start_stream`` as ``python -m spark_jobs.stream --spec`` runs it:
   checks the topic exists, claims the checkpoint for the spec's shape, creates the table with
-  its spec properties and the bad-records table, parses each row field by field (a bad row's
-  fault named), and carries the bad records in the same query (a union) to the bad-records
-  table; one count per micro-batch over the persisted batch.
+  its spec properties and the bad-records table, parses each row (a bad row's fault named),
+  and runs its second streaming query beside the aggregates, which appends the bad records to
+  the bad-records table; one count per micro-batch over the persisted batch. The timed query
+  (``query_records_per_s``) is the aggregates query.
 - hand-written: ``from_json`` on the fixed schema, rows with a NULL field dropped, the same
   aggregation; ``isEmpty`` per micro-batch. It does **not** keep bad rows (no bad-records
   table, no per-field diagnosis; rows with a non-finite amount or an out-of-range ``ts``,
