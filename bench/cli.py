@@ -441,6 +441,9 @@ def _spark(
         return None
     result: dict[str, Any] = json.loads(out.read_text())
     log(f"  spark: {result['medians_records_per_s']}, overhead {result['overhead']:.1%}")
+    if "query_overhead" in result:
+        query = result["medians_query_records_per_s"]
+        log(f"  spark, query alone: {query}, overhead {result['query_overhead']:.1%}")
     return result
 
 

@@ -104,10 +104,11 @@ class BatchSink:
 class StreamSummary:
     """What one run did (replayed batches count again in ``windows_written``).
 
-    ``late_rows_dropped`` is Spark's ``numRowsDroppedByWatermark`` summed over the run: input
-    rows older than the watermark, counted after partial aggregation, so several late rows of
-    one key and window in one partition and batch count once. Non-zero means rows were left
-    out for lateness; a backfill over that range puts them in.
+    ``late_rows_dropped`` is Spark's ``numRowsDroppedByWatermark`` summed over the run:
+    partially aggregated (group, window) rows whose window ended at or before the previous
+    batch's watermark, so several late rows of one key and window in one partition and batch
+    count once. Non-zero means rows were left out for lateness; a backfill over that range
+    puts them in (docs/spark.md, "Late data").
     """
 
     batch_ids: tuple[int, ...]

@@ -17,6 +17,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from app.kafka.topics import KafkaRecord
+from bench.spark_spec import spec_a
 from spark_jobs.backfill import run_backfill
 from spark_jobs.config import BackfillConfig, KafkaRange, KafkaSource, StreamConfig
 from spark_jobs.errors import JobConfigError
@@ -31,7 +32,6 @@ from tests.spark.spec_data import (
     reference_a,
     reference_b,
     reference_c,
-    spec_a,
     spec_b,
     spec_c,
     tick,
