@@ -9,8 +9,9 @@ would restore the wrong state or lose it to retention.
 from __future__ import annotations
 
 import logging
+import math
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -128,7 +129,12 @@ def _check(admin: Any, spec: ChangelogSpec, partitions: int, timeout: float) -> 
 
 
 def changelog_watermarks(
-    admin: Any, partitions: list[tuple[str, int]], timeout: float = 30.0, *, settling: ErrorTest
+    admin: Any,
+    partitions: list[tuple[str, int]],
+    timeout: float = 30.0,
+    *,
+    settling: ErrorTest,
+    renew: Callable[[], Any] | None = None,
 ) -> dict[tuple[str, int], tuple[int, int]]:
     """(low, high) watermark per changelog partition, in two requests for all of them.
 
@@ -140,16 +146,25 @@ def changelog_watermarks(
         partitions: the changelog partitions.
         timeout: seconds for all of it.
         settling: True for an error worth asking again (leadership moving, retriable).
+        renew: a new admin client, asked for once when settling errors last half the timeout:
+            librdkafka's admin ListOffsets sends the cached leader epoch and refreshes its cache
+            only on NOT_LEADER/LEADER_NOT_AVAILABLE, so a FENCED_LEADER_EPOCH can outlast the
+            retries (the 2-hour soak met it for 30 s after a rolling broker restart); a new
+            client starts from fresh metadata.
 
     Raises:
         ChangelogReadError: the offsets cannot be listed (the message names the partition).
     """
     result: dict[tuple[str, int], list[int]] = {tp: [0, 0] for tp in partitions}
     deadline = time.monotonic() + timeout
+    renew_at = deadline - timeout / 2 if renew is not None else math.inf
     for slot, spec in ((0, OffsetSpec.earliest()), (1, OffsetSpec.latest())):
         todo = list(partitions)
         while todo:
             todo = _list_offsets(admin, todo, spec, slot, result, deadline, settling)
+            if todo and renew is not None and time.monotonic() >= renew_at:
+                log.warning("changelog offsets of %s still refused: asking a new client", todo)
+                admin, renew_at = renew(), math.inf
     return {tp: (low, high) for tp, (low, high) in result.items()}
 
 

@@ -105,20 +105,34 @@ def make_backend(settings: BridgeSettings, pipeline: StepList) -> StateBackend:
     log.info("state: stores %s under %s, changelogs %s", stores, root, sorted(changelogs.values()))
     admin.poll(0)  # hand over the log lines the start-up requests queued (its logger setting)
 
-    def watermarks(tps: list[tuple[str, int]]) -> dict[tuple[str, int], tuple[int, int]]:
-        try:
-            return changelog_watermarks(admin, tps, settings.startup_timeout, settling=settling)
-        finally:
-            admin.poll(0)  # and those of every restore's request: nothing else polls it
-
     return RocksDBState(
         root,
         changelogs,
         settings.state_cache_max_bytes,
         Restorer(lambda: Consumer(restore_conf), retriable=consumer_retriable),
-        watermarks,
+        _Watermarks(admin, common, settings.startup_timeout),
         lock,
     )
+
+
+class _Watermarks:
+    """The changelog partitions' watermarks, asked of one admin client, which is replaced by a
+    new one when a settling error outlasts half the timeout (see ``changelog_watermarks``)."""
+
+    def __init__(self, admin: AdminClient, conf: dict[str, Any], timeout: float) -> None:
+        self._admin, self._conf, self._timeout = admin, conf, timeout
+
+    def _renew(self) -> AdminClient:
+        self._admin = AdminClient(self._conf)
+        return self._admin
+
+    def __call__(self, tps: list[tuple[str, int]]) -> dict[tuple[str, int], tuple[int, int]]:
+        try:
+            return changelog_watermarks(
+                self._admin, tps, self._timeout, settling=settling, renew=self._renew
+            )
+        finally:
+            self._admin.poll(0)  # and those of every restore's request: nothing else polls it
 
 
 def _source_admin(settings: BridgeSettings) -> AdminClient:

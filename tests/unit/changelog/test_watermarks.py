@@ -49,3 +49,16 @@ def test_a_stale_epoch_past_the_deadline_names_the_partition() -> None:
     with pytest.raises(ChangelogReadError, match=r"changelog cl\[0\]: .*epoch"):
         changelog_watermarks(StaleEpochAdmin(refreshes=False), [("cl", 0)], 0.5,
                              settling=settling)  # fmt: skip
+
+
+def test_a_refusal_lasting_half_the_timeout_asks_a_new_client() -> None:
+    stale, fresh = StaleEpochAdmin(refreshes=False), StaleEpochAdmin()
+    fresh.refreshed.add("cl")  # a new client's metadata is current
+    renewed: list[StaleEpochAdmin] = []
+
+    def renew() -> StaleEpochAdmin:
+        renewed.append(fresh)
+        return fresh
+
+    marks = changelog_watermarks(stale, [("cl", 0)], 1.0, settling=settling, renew=renew)
+    assert marks == {("cl", 0): (5, 5)} and renewed == [fresh]
