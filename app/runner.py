@@ -2,6 +2,12 @@
 0 clean stop, 2 configuration, 3 fatal Kafka error (or a Kafka call stuck past its deadline,
 see app.engine.watchdog), 4 record failure with on_error=fail, 5 another live instance uses this
 instance_id. What is built comes from :func:`app.engine.wiring.build`.
+
+A fenced static member (``FENCED_INSTANCE_ID``) is not always a live twin: after a group
+coordinator fails over, the new coordinator can fence the member's own earlier membership
+(librdkafka#3437). So the first fence is answered in-process: everything built is closed (its
+open transaction aborted) and built again, which joins the group afresh, like a restart but
+without leaving the process. A second fence within :data:`REJOIN_WINDOW_S` is a live twin: exit 5.
 """
 
 from __future__ import annotations
@@ -29,6 +35,9 @@ log = logging.getLogger(__name__)
 
 EXIT_OK, EXIT_CONFIG, EXIT_FATAL, EXIT_RECORD, EXIT_FENCED = 0, 2, 3, 4, 5
 _UNTIL_EVERY_S = 0.5
+# A twin with our instance_id fences us again within seconds of each rejoin; coordinator moves
+# (a failover, a rolling broker restart) are minutes apart.
+REJOIN_WINDOW_S = 120.0
 
 
 class _Stop:
@@ -41,13 +50,33 @@ class _Stop:
 
     def __call__(self, signum: int, _frame: FrameType | None) -> None:
         log.info("received %s: stopping after the current batch", signal.Signals(signum).name)
-        self.requested = True
-        if self.bridge is not None:
-            self.bridge.stopping = True
+        self.request()
 
     def hand_to(self, bridge: Bridge) -> None:
         self.bridge = bridge
         bridge.stopping = self.requested
+
+    def request(self) -> None:
+        """Stop the bridge running now (and any built after it)."""
+        self.requested = True
+        if self.bridge is not None:
+            self.bridge.stopping = True
+
+
+class _Rejoins:
+    """Whether a fence may be answered in-process: not twice within ``window_s``."""
+
+    def __init__(self, window_s: float, clock: Callable[[], float] = time.monotonic) -> None:
+        self._window_s = window_s
+        self._clock = clock
+        self._last: float | None = None
+
+    def allow(self) -> bool:
+        now = self._clock()
+        if self._last is not None and now - self._last < self._window_s:
+            return False
+        self._last = now
+        return True
 
 
 def run(
@@ -76,14 +105,21 @@ def run(
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
     watchdog.watch_signals(settings.shutdown_timeout)
+    if until is not None:
+        _stop_when(stop, until)
+    rejoins = _Rejoins(REJOIN_WINDOW_S)
     try:
-        built = _build(settings, metrics, health, watchdog, replaying)
-        if isinstance(built, int):
-            return built
-        stop.hand_to(built)
-        if until is not None:
-            _stop_when(built, until)
-        return _run(built)
+        while True:
+            built = _build(settings, metrics, health, watchdog, replaying)
+            if isinstance(built, int):
+                return built
+            stop.hand_to(built)
+            code = _run(built, rejoin=lambda: not stop.requested and rejoins.allow())
+            if code is not _REJOIN:
+                return code
+            metrics.rebalances.labels("rejoined_after_fence").inc()
+            health.set_ready(False, "fenced: joining the group again")
+            metrics.ready.set(0)
     finally:
         watchdog.stop()
         if server is not None:
@@ -111,14 +147,14 @@ def _serve(
     return serve(settings.http_host, settings.http_port, health, metrics)
 
 
-def _stop_when(bridge: Bridge, done: Callable[[], bool]) -> None:
-    """Stop ``bridge`` cleanly once ``done()`` (a daemon thread asks every half second)."""
+def _stop_when(stop: _Stop, done: Callable[[], bool]) -> None:
+    """Stop the bridge cleanly once ``done()`` (a daemon thread asks every half second)."""
 
     def watch() -> None:
-        while not bridge.stopping:
+        while not stop.requested:
             if done():
                 log.info("done: stopping after the current batch")
-                bridge.stopping = True
+                stop.request()
                 return
             time.sleep(_UNTIL_EVERY_S)
 
@@ -151,8 +187,12 @@ def _build(
     return EXIT_FATAL
 
 
-def _run(bridge: Bridge) -> int:
-    """Run the built bridge; every way it can end, as an exit code."""
+_REJOIN = -1  # not an exit code: build the bridge again (a fence answered in-process)
+
+
+def _run(bridge: Bridge, rejoin: Callable[[], bool] = lambda: False) -> int:
+    """Run the built bridge; every way it can end, as an exit code (or :data:`_REJOIN` after a
+    fence that ``rejoin()`` allows to be answered in-process)."""
     try:
         bridge.run()
         log.info("stopped cleanly")
@@ -161,8 +201,15 @@ def _run(bridge: Bridge) -> int:
         log.error("stopping: %s", exc)
         code = EXIT_RECORD
     except InstanceFenced as exc:
-        log.error("fenced: %s", exc)
-        code = EXIT_FENCED
+        if rejoin():
+            log.warning(
+                "%s; closing and joining the group again in-process (a second fence within "
+                "%.0fs exits 5)", exc, REJOIN_WINDOW_S,
+            )  # fmt: skip
+            code = _REJOIN
+        else:
+            log.error("fenced: %s", exc)
+            code = EXIT_FENCED
     except ConfigError as exc:  # found while running: state in a newer format than ours
         log.error("%s", exc)
         code = EXIT_CONFIG

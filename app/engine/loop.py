@@ -293,9 +293,8 @@ class Bridge:
             raise InstanceFenced(
                 f"the group coordinator fenced instance_id={self._instance_id!r} "
                 f"(group.instance.id): another live instance uses the same id, or, after a "
-                f"coordinator failover, this instance's own earlier membership ({describe(err)}); "
-                f"leaving so the restart joins afresh. If it repeats, give every instance its "
-                f"own BRIDGE_INSTANCE_ID"
+                f"coordinator failover, this instance's own earlier membership ({describe(err)}). "
+                f"If it repeats, give every instance its own BRIDGE_INSTANCE_ID"
             )
         if reaction is Reaction.FATAL:
             raise KafkaFatalError(f"consumer: {describe(err)}")

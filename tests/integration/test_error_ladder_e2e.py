@@ -1,6 +1,7 @@
 """The error ladder end to end (real broker, bridge as a subprocess): a fenced producer is
-re-created in-process, a live twin with our instance id is refused, a record the broker
-refuses goes to the dead-letter topic while the bridge keeps committing."""
+re-created in-process, a fenced static membership joins again in-process once, a live twin
+with our instance id is refused, a record the broker refuses goes to the dead-letter topic
+while the bridge keeps committing."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from pathlib import Path
 
 import orjson
 import pytest
+from confluent_kafka import Consumer
 
 from app.sink.output import H_CLASS, H_STEP
 from tests.integration.conftest import MakeBridge
@@ -50,6 +52,36 @@ def test_fenced_producer_is_recreated_in_process(kafka: KafkaFixture, bridges: M
     assert bridge.terminate() == 0, bridge.logs()[-3000:]
     assert_exactly_once(kafka, src, out)
     assert kafka.read_all(dlq) == []
+
+
+def test_a_fenced_membership_joins_again_in_process(
+    kafka: KafkaFixture, bridges: MakeBridge
+) -> None:
+    """A consumer with the bridge's group.instance.id joins and goes away (as the coordinator's
+    own stale membership does after a failover): the bridge is fenced once, closes what it
+    built (its open transaction aborted, its stores closed) and joins again in the same
+    process; its state and exactly once hold."""
+    src, out, dlq = bridge_topics(kafka)
+    settings = base_settings(kafka, src, out, dlq, pipeline="tests.state_pipelines:deduping")
+    bridge = bridges(**settings).start()
+    _phase(kafka, src, 0)
+    wait_caught_up(kafka, settings["group_id"], src, 120, [bridge])
+
+    twin = Consumer(
+        {"bootstrap.servers": kafka.bootstrap, "group.id": settings["group_id"],
+         "group.instance.id": "i0", "enable.auto.commit": False}
+    )  # fmt: skip
+    twin.subscribe([src])
+    wait_until(lambda: bool(twin.poll(0.2) or twin.assignment()), 120, "the twin's assignment")
+    twin.close()  # a static member leaves no LeaveGroup: the bridge rejoins in its place
+    wait_until(lambda: "joining the group again in-process" in bridge.logs(), 120, "a rejoin")
+
+    _phase(kafka, src, 3000)
+    wait_caught_up(kafka, settings["group_id"], src, 120, [bridge])
+    assert bridge.running() and bridge.starts == 1, bridge.logs()[-3000:]
+    assert "fenced:" not in bridge.logs() and "Traceback" not in bridge.logs()
+    assert bridge.terminate() == 0, bridge.logs()[-3000:]
+    assert_exactly_once(kafka, src, out)
 
 
 def test_live_twin_with_the_same_instance_id_is_refused(
