@@ -8,7 +8,7 @@ TLS, any ``kafka:`` setting); tests and the bench pass the bare address of a loc
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -143,10 +143,23 @@ def read_all(
     read_committed: bool = True,
     timeout: float = 60.0,
 ) -> list[KafkaRecord]:
-    """Every record of ``topics`` from the beginning up to the current end offsets.
+    """Every record of ``topics`` from the beginning up to the current end offsets (a list of
+    :func:`iter_all`)."""
+    return list(iter_all(conn, topics, read_committed, timeout))
+
+
+def iter_all(
+    conn: Connection,
+    topics: str | Iterable[str],
+    read_committed: bool = True,
+    timeout: float = 60.0,
+) -> Iterator[KafkaRecord]:
+    """Every record of ``topics`` from the beginning up to the end offsets at the call, one at
+    a time (each partition's in offset order), so millions need not fit in memory at once.
 
     Done is decided by the consumer position reaching the end offset of every partition, never
-    by "saw the last record": the last offset may be a transaction marker.
+    by "saw the last record": the last offset may be a transaction marker. ``timeout`` bounds
+    the whole read (TimeoutError).
     """
     names = [topics] if isinstance(topics, str) else list(topics)
     consumer = _consumer(conn, read_committed)
@@ -158,7 +171,6 @@ def read_all(
                     ends[(name, p)] = end
         # From the log start, wherever it is now (retention or delete_records moved it).
         consumer.assign([TopicPartition(t, p, OFFSET_BEGINNING) for t, p in ends])
-        records: list[KafkaRecord] = []
         deadline = time.monotonic() + timeout
         # A partition whose records are all gone (its log start at its end) has nothing to read.
         floor = {
@@ -172,14 +184,15 @@ def read_all(
             for msg in consumer.consume(num_messages=10_000, timeout=0.5):
                 if msg.error() is not None:
                     raise KafkaException(msg.error())
-                records.append(_record(msg))
+                record = _record(msg)
+                if record.offset < ends[(record.topic, record.partition)]:
+                    yield record
             positions = consumer.position([TopicPartition(t, p) for t, p in pending])
             pending = {
                 (tp.topic, tp.partition)
                 for tp in positions
                 if max(tp.offset, floor[(tp.topic, tp.partition)]) < ends[(tp.topic, tp.partition)]
             }
-        return [r for r in records if r.offset < ends[(r.topic, r.partition)]]
     finally:
         consumer.close()
 

@@ -16,10 +16,12 @@ from __future__ import annotations
 
 import threading
 import time
+from array import array
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
+from itertools import pairwise
 from pathlib import Path
 
 import orjson
@@ -307,11 +309,14 @@ def _offsets_seen(kafka: KafkaFixture, group: str, topic: str) -> str:
 
 @dataclass
 class Watcher:
-    """A read_committed reader of ``topics`` running in a thread while faults happen."""
+    """A read_committed reader of ``topics`` running in a thread while faults happen.
+
+    What it saw is kept compact (a 2-hour soak reads 13 M records): per partition the offsets
+    and the hashes of the record ids, in the order read (offset order)."""
 
     bootstrap: str
     topics: list[str]
-    seen: list[tuple[str, int, int, str]] = field(default_factory=list)
+    seen: dict[tuple[str, int], tuple[array[int], array[int]]] = field(default_factory=dict)
     errors: list[str] = field(default_factory=list)
     _stop: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
@@ -333,19 +338,17 @@ class Watcher:
             while not self._stop.is_set():
                 for msg in consumer.consume(1000, timeout=0.2):
                     if msg.error() is None:
-                        rid = record_id_of(msg.value())
-                        self.seen.append(
-                            (
-                                str(msg.topic()),
-                                int(msg.partition() or 0),
-                                int(msg.offset() or 0),
-                                rid,
-                            )
-                        )
+                        tp = (str(msg.topic()), int(msg.partition() or 0))
+                        offsets, ids = self.seen.setdefault(tp, (array("q"), array("q")))
+                        offsets.append(int(msg.offset() or 0))
+                        ids.append(hash(record_id_of(msg.value())))
         except Exception as exc:  # the oracle reports it: a dead watcher saw nothing
             self.errors.append(repr(exc))
         finally:
             consumer.close()
+
+    def count(self) -> int:
+        return sum(len(offsets) for offsets, _ids in self.seen.values())
 
     def stop(self) -> None:
         self._stop.set()
@@ -376,31 +379,44 @@ def check_exactly_once(
     Every committed input is once in output + DLQ and nothing else is there; per input
     partition the output keeps input order; no open transaction (LSO == HW); the group
     committed the end of the input; the live reader saw no duplicate and no aborted record.
+    The output is read as a stream (a soak's 13 M records need not fit in memory twice).
     """
-    inputs = kafka.read_all(src)
-    outputs = kafka.read_all(out)
+    # 13 M records (a 2-hour soak) take minutes to read: the deadline grows with the input.
+    timeout = 60.0 + sum(kafka.end_offsets(src).values()) / 10_000
+    source: dict[str, tuple[int, int]] = {}
+    inputs = 0
+    for r in kafka.iter_all(src, timeout=timeout):
+        source[record_id_of(r.value)] = (r.partition, r.offset)
+        inputs += 1
+    assert len(source) == inputs, "test input ids are not unique"
     dead = kafka.read_all(dlq)
-    source = {record_id_of(r.value): (r.partition, r.offset) for r in inputs}
-    assert len(source) == len(inputs), "test input ids are not unique"
-    got = Counter(record_id_of(r.value) for r in outputs)
-    got.update(_dead_letter_ids(dead, src, inputs))
+    got = Counter(_dead_letter_ids(dead, src, source))
+    order = _InputOrder(source)
+    seen = _SeenCheck(watcher)
+    for r in kafka.iter_all([out, dlq], timeout=timeout):
+        rid = record_id_of(r.value)
+        seen.committed(r, rid)
+        if r.topic == out:
+            got[rid] += 1
+            order.check(r, rid)
     missing = [i for i in source if got[i] == 0]
     extra = {i: c for i, c in got.items() if c != 1 or i not in source}
     assert not missing, f"{len(missing)} inputs missing from output+DLQ, e.g. {missing[:5]}"
     assert not extra, f"{len(extra)} ids duplicated or unknown, e.g. {list(extra.items())[:5]}"
-    _assert_input_order(outputs, source)
     for topic in (out, dlq):
         hw, lso = kafka.end_offsets(topic, False), kafka.end_offsets(topic, True)
         assert lso == hw, f"open transaction left on {topic}: LSO {lso} != HW {hw}"
     assert kafka.committed_offsets(group, src) == kafka.end_offsets(src), "committed != end"
-    if watcher is not None:
-        _assert_watcher_clean(watcher, outputs + dead)
-    aborted = len(kafka.read_all(out, read_committed=False)) - len(outputs)
-    return Verdict(records=len(inputs), aborted_uncommitted=aborted)
+    seen.finish()
+    outputs = sum(got.values()) - len(dead)
+    written = sum(1 for _ in kafka.iter_all(out, read_committed=False, timeout=timeout))
+    return Verdict(records=inputs, aborted_uncommitted=written - outputs)
 
 
-def _dead_letter_ids(dead: list[KafkaRecord], src: str, inputs: list[KafkaRecord]) -> list[str]:
-    by_position = {(r.partition, r.offset): record_id_of(r.value) for r in inputs}
+def _dead_letter_ids(
+    dead: list[KafkaRecord], src: str, source: dict[str, tuple[int, int]]
+) -> list[str]:
+    by_position = {position: rid for rid, position in source.items()} if dead else {}
     ids = []
     for r in dead:
         topic, part, off = (r.header(h) for h in (H_TOPIC, H_PARTITION, H_OFFSET))
@@ -410,25 +426,58 @@ def _dead_letter_ids(dead: list[KafkaRecord], src: str, inputs: list[KafkaRecord
     return ids
 
 
-def _assert_input_order(outputs: list[KafkaRecord], source: dict[str, tuple[int, int]]) -> None:
-    """In each output partition, the records of one input partition keep their input order."""
-    last: dict[tuple[int, int], int] = {}
-    for r in sorted(outputs, key=lambda r: (r.partition, r.offset)):
-        in_part, in_off = source[record_id_of(r.value)]
-        prev = last.get((r.partition, in_part), -1)
+class _InputOrder:
+    """In each output partition, the records of one input partition keep their input order
+    (fed the output in each partition's offset order)."""
+
+    def __init__(self, source: dict[str, tuple[int, int]]) -> None:
+        self._source = source
+        self._last: dict[tuple[int, int], int] = {}
+
+    def check(self, r: KafkaRecord, rid: str) -> None:
+        in_part, in_off = self._source[rid]
+        prev = self._last.get((r.partition, in_part), -1)
         assert in_off > prev, (
             f"order broken: input {in_part}@{in_off} after {in_part}@{prev} "
             f"in output partition {r.partition}"
         )
-        last[(r.partition, in_part)] = in_off
+        self._last[(r.partition, in_part)] = in_off
 
 
-def _assert_watcher_clean(watcher: Watcher, committed: list[KafkaRecord]) -> None:
-    assert not watcher.errors, f"live reader failed: {watcher.errors}"
-    assert watcher.seen, "live reader saw nothing"
-    ids = Counter(rid for _t, _p, _o, rid in watcher.seen)
-    dupes = [i for i, c in ids.items() if c > 1]
-    assert not dupes, f"live read_committed reader saw duplicates, e.g. {dupes[:5]}"
-    final = {(r.topic, r.partition, r.offset): record_id_of(r.value) for r in committed}
-    aborted = [s for s in watcher.seen if final.get(s[:3]) != s[3]]
-    assert not aborted, f"live read_committed reader saw aborted records, e.g. {aborted[:5]}"
+class _SeenCheck:
+    """The live reader saw no duplicate and no aborted record: each offset it saw holds, in
+    the final committed read, the record it saw there (a merge of two offset-ordered walks)."""
+
+    def __init__(self, watcher: Watcher | None) -> None:
+        self._watcher = watcher
+        self._at: dict[tuple[str, int], int] = {}
+        self._aborted: list[tuple[str, int, int]] = []
+        if watcher is not None:
+            assert not watcher.errors, f"live reader failed: {watcher.errors}"
+            assert watcher.count(), "live reader saw nothing"
+            ids = sorted(h for _offsets, hashes in watcher.seen.values() for h in hashes)
+            dupes = sum(1 for a, b in pairwise(ids) if a == b)
+            assert not dupes, f"live read_committed reader saw {dupes} duplicates"
+
+    def committed(self, r: KafkaRecord, rid: str) -> None:
+        if self._watcher is None or (r.topic, r.partition) not in self._watcher.seen:
+            return
+        offsets, hashes = self._watcher.seen[(r.topic, r.partition)]
+        i = self._at.get((r.topic, r.partition), 0)
+        while i < len(offsets) and offsets[i] < r.offset:  # seen, but not committed there
+            self._aborted.append((r.topic, r.partition, offsets[i]))
+            i += 1
+        if i < len(offsets) and offsets[i] == r.offset:
+            if hashes[i] != hash(rid):
+                self._aborted.append((r.topic, r.partition, offsets[i]))
+            i += 1
+        self._at[(r.topic, r.partition)] = i
+
+    def finish(self) -> None:
+        if self._watcher is not None:
+            for tp, (offsets, _hashes) in self._watcher.seen.items():
+                self._aborted += [(*tp, o) for o in offsets[self._at.get(tp, 0) :]]
+        assert not self._aborted, (
+            f"live read_committed reader saw {len(self._aborted)} aborted records, e.g. "
+            f"{self._aborted[:5]}"
+        )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 from confluent_kafka import Consumer, Producer
@@ -79,6 +79,11 @@ class KafkaFixture:
         self, topic: str | Sequence[str], read_committed: bool = True, timeout: float = 60.0
     ) -> list[KafkaRecord]:
         return topics.read_all(self.bootstrap, topic, read_committed, timeout)
+
+    def iter_all(
+        self, topic: str | Sequence[str], read_committed: bool = True, timeout: float = 60.0
+    ) -> Iterator[KafkaRecord]:
+        return topics.iter_all(self.bootstrap, topic, read_committed, timeout)
 
     def end_offsets(self, topic: str, read_committed: bool = True) -> dict[int, int]:
         return topics.end_offsets(self.bootstrap, topic, read_committed)
