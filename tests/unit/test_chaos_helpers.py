@@ -3,14 +3,22 @@
 from __future__ import annotations
 
 import csv
+from array import array
 from pathlib import Path
 
 import pytest
 from confluent_kafka import KafkaError, KafkaException
 
+from app.kafka.topics import KafkaRecord
 from tests.chaos.faults import FAULTS
 from tests.chaos.nemesis import RoundResult, Table, plan
-from tests.support.chaos import Supervisor, java_hash_partition
+from tests.support.chaos import (
+    Supervisor,
+    Watcher,
+    _InputOrder,
+    _SeenCheck,
+    java_hash_partition,
+)
 
 
 def test_java_hash_partition_matches_kafka_utils_abs_hashcode() -> None:
@@ -98,3 +106,48 @@ def test_soak_runs_the_bridges_with_the_images_environment() -> None:
     dockerfile = (Path(__file__).parents[2] / "Dockerfile").read_text()
     for name, value in IMAGE_ENV.items():
         assert f"{name}={value}" in dockerfile, name
+
+
+def _watcher(seen: dict[tuple[str, int], list[tuple[int, str]]]) -> Watcher:
+    watcher = Watcher("unused:9092", ["out"])
+    for tp, records in seen.items():
+        watcher.seen[tp] = (
+            array("q", [o for o, _ in records]), array("q", [hash(i) for _, i in records])
+        )  # fmt: skip
+    return watcher
+
+
+def _out(partition: int, offset: int) -> KafkaRecord:
+    return KafkaRecord("out", partition, offset, None, None, (), 0)
+
+
+def test_the_live_reader_check_finds_aborted_and_duplicate_records() -> None:
+    committed = [(_out(0, 0), "a"), (_out(0, 2), "b"), (_out(1, 0), "c")]
+
+    def check(seen: dict[tuple[str, int], list[tuple[int, str]]]) -> None:
+        walk = _SeenCheck(_watcher(seen))
+        for record, rid in committed:
+            walk.committed(record, rid)
+        walk.finish()
+
+    check({("out", 0): [(0, "a"), (2, "b")], ("out", 1): [(0, "c")]})  # what was committed
+    check({("out", 0): [(0, "a")]})  # a reader that had not yet read everything
+    for aborted in (
+        {("out", 0): [(0, "a"), (1, "x"), (2, "b")]},  # an offset that is a marker or aborted
+        {("out", 0): [(0, "z")]},  # another record at a committed offset
+        {("out", 1): [(0, "c"), (5, "y")]},  # past the last committed record
+    ):
+        with pytest.raises(AssertionError, match="aborted records"):
+            check(aborted)
+    with pytest.raises(AssertionError, match="1 duplicates"):
+        _SeenCheck(_watcher({("out", 0): [(0, "a")], ("out", 1): [(0, "a")]}))
+
+
+def test_the_order_check_follows_each_input_partition_per_output_partition() -> None:
+    order = _InputOrder({"a": (0, 5), "b": (0, 7), "c": (1, 1)})
+    order.check(_out(0, 0), "a")
+    order.check(_out(0, 1), "c")
+    order.check(_out(1, 0), "b")  # another output partition: its own sequence
+    order.check(_out(0, 2), "b")
+    with pytest.raises(AssertionError, match="order broken: input 0@5 after 0@7"):
+        order.check(_out(0, 3), "a")
