@@ -57,6 +57,12 @@ def ensure_changelog_topics(
     if missing:
         _create(admin, missing, replication, timeout)
         _wait_for_leaders(admin, [s.name for s in missing], timeout)
+    # Created a moment ago by another instance starting beside us: its metadata may still show
+    # no partitions (or no leader); judged then, it would look like a partition-count mismatch.
+    settling = [s.name for s in specs if s.name in existing and _settling(existing[s.name])]
+    if settling:
+        _wait_for_leaders(admin, settling, timeout)
+        existing = admin.list_topics(timeout=timeout).topics
     for spec in specs:
         if spec.name in existing:
             _check(admin, spec, len(existing[spec.name].partitions), timeout)
@@ -72,7 +78,8 @@ def _create(admin: Any, specs: list[ChangelogSpec], replication: int, timeout: f
         except KafkaException as exc:
             err = inner_error(exc)
             if err is not None and err.code() == KafkaError.TOPIC_ALREADY_EXISTS:
-                # another instance was quicker
+                # another instance was quicker (and its topic may not be settled yet)
+                _wait_for_leaders(admin, [spec.name], timeout)
                 _check(admin, spec, _partition_count(admin, spec.name, timeout), timeout)
                 continue
             raise ChangelogConfigError(
@@ -87,19 +94,20 @@ def _wait_for_leaders(admin: Any, names: list[str], timeout: float) -> None:
     waiting = list(names)
     while waiting:
         topics = admin.list_topics(timeout=timeout).topics
-        waiting = [
-            n
-            for n in waiting
-            if n not in topics
-            or topics[n].error is not None
-            or any(p.leader < 0 for p in topics[n].partitions.values())
-        ]
+        waiting = [n for n in waiting if n not in topics or _settling(topics[n])]
         if waiting and time.monotonic() > deadline:
             raise ChangelogConfigError(
                 f"changelog topics {waiting} have no leader after {timeout:.0f}s"
             )
         if waiting:
             time.sleep(0.1)
+
+
+def _settling(topic: Any) -> bool:
+    """Metadata of a topic still being created: an error, no partitions or a partition
+    without a leader."""
+    partitions = topic.partitions.values()
+    return topic.error is not None or not partitions or any(p.leader < 0 for p in partitions)
 
 
 def _partition_count(admin: Any, name: str, timeout: float) -> int:
