@@ -181,6 +181,9 @@ class BridgeSettings(ConnectionSettings):
 
     state_dir: Path = Field(Path(".state"), description="RocksDB stores live here")
     state_cache_max_bytes: int = Field(64 * 1024 * 1024, gt=0)
+    state_block_cache_bytes: int = Field(
+        64 * 1024 * 1024, ge=0, description="RocksDB block cache, shared by every store"
+    )
 
     pipeline: str | None = Field(None, description="Python pipeline as module:attr")
     pipeline_spec: Path | None = Field(None, description="declarative pipeline YAML")

@@ -19,6 +19,7 @@ from app.state.backend import NoState, StateBackend
 from app.state.errors import changelog_errors
 from app.state.locking import StateDirLock
 from app.state.manager import RocksDBState
+from app.state.store import set_block_cache
 from app.state.version import check_state_dir
 from changelog.naming import changelog_topic_name, validate_store_name
 from changelog.recovery import RESTORE_CONSUMER_DEFAULTS, Restorer
@@ -75,6 +76,7 @@ def make_backend(settings: BridgeSettings, pipeline: StepList) -> StateBackend:
     stores = pipeline_stores(pipeline)
     if not stores:
         return NoState()
+    set_block_cache(settings.state_block_cache_bytes)
     target = settings.target_cluster()  # changelogs live where the outputs are written
     common = {
         "bootstrap.servers": target.bootstrap_servers,

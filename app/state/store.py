@@ -49,9 +49,18 @@ _NO_WAL = WriteOptions()
 _NO_WAL.disable_wal = True  # type: ignore[method-assign,assignment]  # a property at run time
 
 
+def set_block_cache(capacity: int) -> None:
+    """Size the block cache every database of the process shares (``state_block_cache_bytes``):
+    RocksDB fills it to this cap as a long-running bridge reads and compacts, so it is part
+    of the memory to budget for, whatever the state's size."""
+    _shared["cache_bytes"] = capacity
+    if "cache" in _shared:
+        _shared["cache"].set_capacity(capacity)
+
+
 def _options() -> Options:
-    if not _shared:
-        _shared["cache"] = Cache(_BLOCK_CACHE_BYTES)
+    if "cache" not in _shared:
+        _shared["cache"] = Cache(_shared.get("cache_bytes", _BLOCK_CACHE_BYTES))
         _shared["wbm"] = WriteBufferManager(_MEMTABLES_BYTES, False)
     opts = Options(raw_mode=True)
     opts.create_if_missing(True)
@@ -76,7 +85,7 @@ _open_stores: weakref.WeakSet[StorePartition] = weakref.WeakSet()
 
 def _memory() -> dict[str, int]:
     """The shared block cache and memtables, and each open database's table readers."""
-    if not _shared:
+    if "cache" not in _shared:
         return {}
     readers = 0
     for store in list(_open_stores):

@@ -16,7 +16,8 @@ from app.state.cache import WRITE_BEHIND_S
 from app.state.factory import reset_state, state_root
 from app.state.locking import StateDirLock
 from app.state.manager import RocksDBState
-from app.state.store import StorePartition
+from app.state.store import StorePartition, set_block_cache
+from app.state.store import _memory as store_memory
 from changelog.errors import ChangelogReadError
 from changelog.format import CF_HEADER, PROCESSED_OFFSETS_HEADER, VERSION_HEADER
 from changelog.recovery import Restorer
@@ -485,3 +486,21 @@ def test_wiping_a_store_forgets_its_unwritten_updates(tmp_path: Path) -> None:
     state.wipe([("in", 0)])
     state.close()
     assert reopened(tmp_path) == ({b"j": None, b"k": None, b"m": None}, None)
+
+
+def test_the_block_cache_holds_what_state_block_cache_bytes_allows(tmp_path: Path) -> None:
+    keys = [b"k%06d" % i for i in range(20_000)]
+    store = StorePartition(tmp_path / "s", "t")
+    store.write({k: b"v" * 100 for k in keys}, 0)
+    store.close()  # flushed: reads now go through the block cache
+    try:
+        for capacity in (64 * 1024, 8 * 1024 * 1024):
+            set_block_cache(capacity)
+            store = StorePartition(tmp_path / "s", "t")
+            assert all(store.get(k) is not None for k in keys)
+            used = store_memory()["block_cache"]
+            store.close()
+            assert used <= capacity, (capacity, used)
+        assert used > 1024 * 1024  # the larger cap was used: 2 MB of values were read
+    finally:
+        set_block_cache(64 * 1024 * 1024)
