@@ -261,7 +261,8 @@ def _spec_job(bad_records: bool) -> Job:
 
 def timed(job: str, spark: SparkSession, bootstrap: str, topic: str, work: Path) -> dict[str, Any]:
     """Run one job to its end: seconds in all, and the sum of Spark's per-phase durations over
-    its aggregates query's micro-batches (``durationMs`` of each progress)."""
+    its aggregates query's micro-batches (``durationMs`` of each progress); for the other
+    query, the sum of its ``triggerExecution``."""
     start = time.monotonic()
     queries = JOBS[job](spark, bootstrap, topic, work)
     for query in queries:
@@ -278,7 +279,14 @@ def timed(job: str, spark: SparkSession, bootstrap: str, topic: str, work: Path)
         "seconds": round(seconds, 2),
         "batches": len(progress),
         "phases_s": {k: round(v, 2) for k, v in sorted(phases.items())},
+        # The bad-records query, run beside it: the sum of its micro-batches' triggerExecution.
+        "bad_query_s": [_busy_s(q) for q in queries[1:]],
     }
+
+
+def _busy_s(query: StreamingQuery) -> float:
+    ms = sum(p.durationMs.get("triggerExecution", 0) for p in query.recentProgress)
+    return round(ms / 1000, 2)
 
 
 JOBS: dict[str, Job] = {
