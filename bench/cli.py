@@ -419,8 +419,8 @@ def _recovery(bootstrap: str, args: argparse.Namespace, source: Path) -> dict[st
 def _spark(
     bootstrap: str, args: argparse.Namespace, source: Path, workdir: Path
 ) -> dict[str, Any] | None:
-    """Records/s of the Spark streaming job for spec (a) and of the same job hand-written in
-    PySpark, in one run (``bench.spark_spec``, its own process and Spark session)."""
+    """Records/s of the Spark streaming job for spec (a) and of the same work hand-written in
+    PySpark, both pairs, in one run (``bench.spark_spec``, its own process and Spark session)."""
     if not (source / "bench" / "spark_spec.py").exists():
         log("bench.spark_spec not found: no Spark figure")
         return None
@@ -444,6 +444,8 @@ def _spark(
     if "query_overhead" in result:
         query = result["medians_query_records_per_s"]
         log(f"  spark, query alone: {query}, overhead {result['query_overhead']:.1%}")
+    for pair, figures in result.get("pairs", {}).items():
+        log(f"  spark {pair}: overhead {figures['overhead']:.1%} end to end")
     return result
 
 

@@ -117,6 +117,13 @@ def parse_records(
     # The raw texts only tell a missing field from a mistyped one or from a non-object: a row
     # whose declared fields are all there and typed (nearly every row) is not parsed again.
     fine = _fine(fields, event_time)
+    suspects, good_rows = typed, None
+    if all(f.required for f in fields):
+        # Then a fine row is good and any other is bad (:func:`_error`): the good rows skip
+        # the raw texts' generator and the diagnosis, and the bad ones are sought among the
+        # rows that are not fine only (``fine`` is never NULL).
+        decoded = F.col(DECODE_ERROR).isNull()
+        suspects, good_rows = typed.where(~(fine & decoded)), typed.where(fine & decoded)
     raw_texts = [
         # The text as a JSON object of raw field texts: NULL exactly when the value is not a
         # JSON object, and a field's entry tells "absent or null" from "present, wrong type".
@@ -127,10 +134,12 @@ def parse_records(
             if "." in f.json_path
         ],
     ]
-    checked = typed.select("*", _once(*raw_texts)).withColumn(
+    checked = suspects.select("*", _once(*raw_texts)).withColumn(
         "error", F.coalesce(F.col(DECODE_ERROR), _error(fields, event_time))
     )
-    good = checked.where(F.col("error").isNull()).select(*[_typed(f).alias(f.name) for f in fields])
+    if good_rows is None:
+        good_rows = checked.where(F.col("error").isNull())
+    good = good_rows.select(*[_typed(f).alias(f.name) for f in fields])
     bad = checked.where(F.col("error").isNotNull()).select(
         "topic", "partition", "offset", "kafka_timestamp", "kafka_key", "value", "error"
     )

@@ -245,6 +245,10 @@ class AggregationSpec(_Model):
     aggregates: list[Aggregate] = Field(default_factory=list)
     python: str | None = None  # module:function, DataFrame -> DataFrame, instead of aggregates
     output: OutputSpec = Field(default_factory=OutputSpec)
+    # Rows that cannot be aggregated: kept with their offsets in <table>_bad_records by a
+    # second streaming query (true), or only counted (a log line per micro-batch and the
+    # summary's bad_records) and dropped, with no second query reading the topic again (false).
+    bad_records: bool = True
 
     @model_validator(mode="after")
     def _consistent(self) -> AggregationSpec:

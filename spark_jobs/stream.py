@@ -7,7 +7,8 @@ Two streaming queries read the topic with ``read_committed``:
    mode; each micro-batch's changed rows are MERGEd into the Delta table on the spec's merge
    keys with transaction id (query id, batch id).
 2. bad records: rows that cannot be parsed are appended to ``<table>_bad_records`` with the
-   same kind of transaction id.
+   same kind of transaction id. A spec with ``bad_records: false`` starts no second query:
+   the aggregates query counts the rows it drops (a log line per micro-batch).
 
 Run ``--help`` for the options and see docs/spark.md for the guarantees.
 """
@@ -23,6 +24,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.streaming.listener import StreamingQueryProgress
 from pyspark.sql.streaming.query import StreamingQuery
 from pyspark.sql.streaming.readwriter import DataStreamWriter
 
@@ -119,17 +122,32 @@ class StreamSummary:
     results_written: int = 0  # rows committed to the Kafka results topic (output.kafka)
 
 
+# The observed metric (``DataFrame.observe``) of the rows the parse kept, with
+# ``bad_records: false``: the aggregates query's input rows less these were dropped as bad.
+GOOD_ROWS = "good_rows"
+
+
+def dropped_rows(progress: StreamingQueryProgress) -> int:
+    """Rows of one micro-batch that could not be aggregated and were dropped (a job with
+    ``bad_records: false``; 0 for a job without the :data:`GOOD_ROWS` metric)."""
+    good = progress.observedMetrics.get(GOOD_ROWS)
+    return 0 if good is None else progress.numInputRows - int(good["rows"])
+
+
 @dataclass(slots=True)
 class RunningStream:
-    """The two queries of one job and their sinks."""
+    """The queries of one job and their sinks: aggregates, and bad records unless the spec
+    says ``bad_records: false``."""
 
     aggregates: StreamingQuery
-    bad_records: StreamingQuery
+    bad_records: StreamingQuery | None
     windows_sink: BatchSink
-    bad_sink: BatchSink
+    bad_sink: BatchSink | None
 
     @property
-    def queries(self) -> tuple[StreamingQuery, StreamingQuery]:
+    def queries(self) -> tuple[StreamingQuery, ...]:
+        if self.bad_records is None:
+            return (self.aggregates,)
         return self.aggregates, self.bad_records
 
     def summary(self) -> StreamSummary:
@@ -138,7 +156,9 @@ class RunningStream:
             batch_ids=tuple(p.batchId for p in progress),
             input_rows=sum(p.numInputRows for p in progress),
             windows_written=self.windows_sink.rows_written,
-            bad_records=self.bad_sink.rows_written,
+            bad_records=sum(dropped_rows(p) for p in progress)
+            if self.bad_sink is None
+            else self.bad_sink.rows_written,
             late_rows_dropped=sum(
                 op.numRowsDroppedByWatermark for p in progress for op in p.stateOperators
             ),
@@ -154,19 +174,26 @@ def job_plan(cfg: StreamConfig) -> AggregationPlan:
 
 
 def start_stream(spark: SparkSession, cfg: StreamConfig) -> RunningStream:
-    """Check the paths and topics, create or evolve the tables and start both queries."""
+    """Check the paths and topics, create or evolve the tables and start the queries."""
     _check_paths(cfg)
     plan = job_plan(cfg)
+    keep_bad = plan.spec.bad_records
     check_topics(spark, cfg.source)
     claim_checkpoint(cfg.checkpoint, plan.spec.shape())
     ensure_aggregate_table(spark, cfg.table, plan)
-    ensure_table(spark, cfg.bad_table, BAD_RECORD_SCHEMA)
+    if keep_bad:
+        ensure_table(spark, cfg.bad_table, BAD_RECORD_SCHEMA)
 
     results = _open_results(cfg, plan)
-    _, rows = plan.rows(_raw(spark, cfg), streaming=True)
+    good = plan.parse(_raw(spark, cfg)).good
+    if not keep_bad:  # counted here, as no bad-records query reads them
+        good = good.observe(GOOD_ROWS, F.count(F.lit(1)).alias("rows"))
+    rows = plan.aggregate(plan.records(good, streaming=True))
     rows_sink = BatchSink(cfg.table, plan.merge_keys, results)
     updates = rows.writeStream.outputMode(plan.output_mode)
     aggregates = _configure(updates, cfg, "aggregates").foreachBatch(rows_sink).start()
+    if not keep_bad:
+        return RunningStream(aggregates, None, rows_sink, None)
 
     bad_sink = BatchSink(cfg.bad_table, merge_keys=None)
     bad = plan.parse(_raw(spark, cfg)).bad.writeStream.outputMode("append")
@@ -187,7 +214,8 @@ def _open_results(cfg: StreamConfig, plan: AggregationPlan) -> KafkaResults | No
 
 def _check_paths(cfg: StreamConfig) -> None:
     check_writable("--table", cfg.table)
-    check_writable("--bad-records-table", cfg.bad_table)
+    if cfg.spec is None or cfg.spec.bad_records:
+        check_writable("--bad-records-table", cfg.bad_table)
     check_writable("--checkpoint", cfg.checkpoint)
 
 
@@ -228,14 +256,16 @@ def _log_progress(query: StreamingQuery, logged: dict[str, int]) -> None:
         return
     logged[str(query.id)] = progress.batchId
     late = sum(op.numRowsDroppedByWatermark for op in progress.stateOperators)
-    level = logging.WARNING if late else logging.INFO
+    bad = dropped_rows(progress)
+    level = logging.WARNING if late or bad else logging.INFO
     log.log(
         level,
-        "query %s batch %d: %d input rows, %d late rows dropped",
+        "query %s batch %d: %d input rows, %d late rows dropped%s",
         query.id,
         progress.batchId,
         progress.numInputRows,
         late,
+        f", {bad} bad rows dropped (bad_records: false)" if bad else "",
     )
 
 

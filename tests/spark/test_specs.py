@@ -22,7 +22,7 @@ from spark_jobs.backfill import run_backfill
 from spark_jobs.config import BackfillConfig, KafkaRange, KafkaSource, StreamConfig
 from spark_jobs.errors import JobConfigError
 from spark_jobs.spec import AggregationSpec, parse_spec
-from spark_jobs.stream import StreamSummary, run_stream
+from spark_jobs.stream import StreamSummary, run_stream, start_stream, wait_for
 from tests.spark.data import first_window_ms
 from tests.spark.spec_data import (
     BAD_VALUES,
@@ -254,3 +254,27 @@ def test_an_added_aggregate_evolves_the_streamed_table_and_needs_a_new_checkpoin
             maxima[d["user"]] = max(maxima.get(d["user"], d["amount"]), d["amount"])
     evolved = {k: {**v, "biggest": maxima[k[0]]} for k, v in want.items()}
     assert read_rows(spark, table, after) == evolved
+
+
+def test_bad_records_false_starts_no_second_query_and_counts_the_dropped_rows(
+    spark: SparkSession, kafka: KafkaFixture, topic: Topic, tmp_path: Path
+) -> None:
+    spec = parse_spec({**spec_c(topic.name).model_dump(exclude_none=True), "bad_records": False})
+    cfg = StreamConfig(
+        source=KafkaSource(kafka.bootstrap, topic.name),
+        table=str(tmp_path / "table"),
+        checkpoint=str(tmp_path / "checkpoint"),
+        max_offsets_per_trigger=120,
+        spec=spec,
+    )
+    running = start_stream(spark, cfg)
+    assert running.bad_records is None and len(running.queries) == 1
+    summary = wait_for(running)
+
+    assert read_rows(spark, Path(cfg.table), spec) == reference_c(topic.records, spec)
+    assert not Path(cfg.bad_table).exists()
+    assert sorted(p.name for p in (tmp_path / "checkpoint").iterdir() if p.is_dir()) == [
+        "aggregates"
+    ]
+    bad = [r for r in topic.records if typed(r.value, spec) is None]
+    assert len(bad) >= 2 and summary.bad_records == len(bad)

@@ -110,6 +110,21 @@ def test_spec_mistakes_are_one_line_naming_the_field(changes: dict[str, Any], me
     assert "\n" not in text
 
 
+def test_bad_records_are_kept_unless_the_spec_turns_them_off() -> None:
+    assert parse_spec(_spec()).bad_records is True
+    off = parse_spec(_spec(bad_records=False))
+    assert off.bad_records is False
+    assert off.shape() == parse_spec(_spec()).shape()  # same table rows, same checkpoint
+    assert load_spec_text("bad_records: false") is False
+    with pytest.raises(JobConfigError, match=r"^--spec s\.yaml: bad_records: Input should be"):
+        parse_spec(_spec(bad_records="drop"), "--spec s.yaml")
+
+
+def load_spec_text(line: str) -> bool:
+    """``bad_records`` of the test spec as YAML with ``line`` appended."""
+    return parse_spec(yaml.safe_load(yaml.safe_dump(_spec()) + line + "\n")).bad_records
+
+
 def test_a_python_form_needs_merge_keys_and_no_aggregates() -> None:
     spec = parse_spec(
         _spec(aggregates=[], python="mod:fn", output={"merge_keys": ["user", "window_start"]})
