@@ -30,6 +30,7 @@ from app.errors import BridgeError, ConfigError, InstanceFenced, KafkaFatalError
 from app.kafka.errors import describe
 from app.ops.health import Health, serve
 from app.ops.metrics import Metrics
+from app.ops.trim import Trimmer
 
 log = logging.getLogger(__name__)
 
@@ -101,6 +102,7 @@ def run(
     log.info("starting eos-bridge: %s", {k: v for k, v in settings.masked().items() if v})
     log.info("%s", _first_line(settings))
     watchdog = Watchdog(health, stale_after=health.stale_after).start()
+    trimmer = Trimmer().start()  # RSS back down after a backlog's peak (app.ops.trim)
     stop = _Stop()
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
@@ -121,6 +123,7 @@ def run(
             health.set_ready(False, "fenced: joining the group again")
             metrics.ready.set(0)
     finally:
+        trimmer.stop()
         watchdog.stop()
         if server is not None:
             server.shutdown()
