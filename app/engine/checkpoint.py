@@ -109,19 +109,17 @@ class Checkpoint:
         positions = self._positions()
         # 1. changelog records for dirty state keys, inside the transaction
         self._state.produce_changelogs(self._output.collector, positions)
-        # 2. flush; any delivery error (output or changelog) fails the checkpoint
-        self._output.flush(self._flush_timeout)
-        self._state.verify_delivery()
         if self.consumed:
             self._inject_fault()
-        # 3 + 4. input offsets into the transaction (those that moved since the last commit:
-        # the others are committed already), commit
+        # 2. input offsets into the transaction (those that moved since the last commit: the
+        # others are committed already) while the records are still in flight; 3. flush: any
+        # delivery error (output or changelog) fails the checkpoint; 4. commit
         moved = [
             TopicPartition(t, p, o)
             for (t, p), o in positions.items()
             if self._committed.get((t, p)) != o
         ]
-        self._txn.commit(moved)
+        self._txn.commit(moved, self._settle)
         self._committed.update(positions)
         if self.consumed:
             self._output.checkpoint_committed(self.consumed)  # dead-letter summary + ratio
@@ -132,6 +130,10 @@ class Checkpoint:
         self._metrics.checkpoint_committed(time.perf_counter() - started, self.consumed)
         self._restart_clock()
 
+    def _settle(self) -> None:
+        self._output.flush(self._flush_timeout)
+        self._state.verify_delivery()
+
     def disable(self) -> None:
         """After a fatal error: never commit again (closing the consumer calls revoke)."""
         self._disabled = True
@@ -139,7 +141,8 @@ class Checkpoint:
     def _inject_fault(self) -> None:
         """Test-only (``fault_abort_every``): abort every k-th checkpoint with records; and
         (``EOS_BRIDGE_TEST_PAUSE_FILE``) when that file exists, remove it and SIGSTOP this
-        process, its transaction open before the offsets (the paused-zombie test)."""
+        process, its transaction open before the offsets (the paused-zombie test); both before
+        the flush."""
         pause = os.environ.get("EOS_BRIDGE_TEST_PAUSE_FILE")
         if pause and os.path.exists(pause):
             os.unlink(pause)

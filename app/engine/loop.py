@@ -151,7 +151,7 @@ class Bridge:
             self._process_bounded(messages)
         if self._checkpoint.due():
             self._checkpoint.commit()
-            self._lag.update()  # at the committed positions: what a group-lag tool shows
+            self._lag.after_checkpoint()  # at the committed positions, at most once a second
         else:
             self._lag.maybe_update()  # between checkpoints, every few seconds
         self._progress.maybe_log()
