@@ -35,7 +35,9 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m bench.profile", description=__doc__)
     p.add_argument("--pipeline", default="p1", choices=sorted(INPUTS))
     p.add_argument(
-        "--contender", default="bridge-eos", choices=["bridge-eos", "bridge-eos-spec", "bridge-alo"]
+        "--contender",
+        default="bridge-eos",
+        choices=["bridge-eos", "bridge-eos-spec", "bridge-alo", "bridge-eos-pipe"],
     )
     p.add_argument("--tool", default="pyinstrument", choices=["pyinstrument", "py-spy", "phases"])
     p.add_argument("--records", type=int, default=200_000)

@@ -23,7 +23,7 @@ class Transformed:
     fused: int
     calls: list[tuple[Any, ...]] | None
     records: int = 0
-    rows: list[Row] = field(default_factory=list)
+    rows: list[Row] | None = None  # None: the general path did not run
     failures: list[Failure] = field(default_factory=list)
 
 

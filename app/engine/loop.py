@@ -286,7 +286,7 @@ class Bridge:
         if t.calls:
             replay(self._output, t.calls)
         self._metrics.records_in.inc(t.fused)
-        if not t.records:
+        if t.rows is None:
             return
         with self._phase("output", deadline):
             unsent = self._output.send(t.rows)
