@@ -26,6 +26,7 @@ from app.serde import formats
 from app.sink.collector import RecordCollector
 from app.sink.output import Output
 from app.state.backend import NoState
+from tests.unit.engine.test_error_ladder import Harness
 from tests.unit.fakes import FakeConsumer, FakeMessage, FakeProducer, idle_watchdog, kafka_exc
 
 
@@ -40,8 +41,9 @@ class AdvancingConsumer(FakeConsumer):
         return batch
 
 
-class Rig:
-    """A bridge with ``pipelined_commit`` on; every checkpoint is due once a record is in."""
+class Rig(Harness):
+    """A bridge with ``pipelined_commit`` on; every checkpoint is due once a record is in (the
+    error ladder's harness otherwise: its producers, its stop when the batches run out)."""
 
     def __init__(self, batches: list[list[FakeMessage]], *, pipelined: bool = True) -> None:
         self.producers: list[FakeProducer] = []
@@ -69,13 +71,6 @@ class Rig:
             self.metrics, Health(30.0), watchdog, loop, formats(),
         )  # fmt: skip
         self.consumer.on_empty = self._stop
-
-    def _new_producer(self) -> FakeProducer:
-        self.producers.append(FakeProducer())
-        return self.producers[-1]
-
-    def _stop(self) -> None:
-        self.bridge.stopping = True
 
     @property
     def calls(self) -> list[str]:
