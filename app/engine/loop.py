@@ -56,6 +56,7 @@ log = logging.getLogger(__name__)
 
 _TXN_DEADLINE = "the open transaction would reach transaction.timeout.ms"
 _CLOSE_DEADLINE_S = 60.0
+_AHEAD_BATCHES = 4  # pipelined_commit: batches transformed beside one commit, at most
 
 
 @dataclass(slots=True, frozen=True)
@@ -237,7 +238,10 @@ class Bridge:
         memory, then it goes into the next transaction. False: commit the ordinary way."""
         if self._overlap is None or not self._checkpoint.consumed:
             return False
-        messages: list[Message] = self._consumer.consume(self._batch_size, 0)  # no wait
+        # What is buffered, up to a few batches: one batch's pipeline (~10 ms at 2000 records)
+        # is shorter than a commit's round trips (~20 ms measured), so more of it can overlap.
+        want = self._batch_size * _AHEAD_BATCHES
+        messages: list[Message] = self._consumer.consume(want, 0)  # no wait
         self._rebalancer.raise_pending()
         if not messages:
             return False
