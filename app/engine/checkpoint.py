@@ -136,7 +136,7 @@ class Checkpoint:
         # 1. changelog records for dirty state keys, inside the transaction
         self._state.produce_changelogs(self._output.collector, positions)
         if self.consumed:
-            self._inject_fault()
+            self._inject_pause()
         moved = [  # those that moved since the last commit: the others are committed already
             TopicPartition(t, p, o)
             for (t, p), o in positions.items()
@@ -165,21 +165,27 @@ class Checkpoint:
     def _settle(self) -> None:
         self._output.flush(self._flush_timeout)
         self._state.verify_delivery()
+        if self.consumed:
+            self._inject_abort()
 
     def disable(self) -> None:
         """After a fatal error: never commit again (closing the consumer calls revoke)."""
         self._disabled = True
 
-    def _inject_fault(self) -> None:
-        """Test-only (``fault_abort_every``): abort every k-th checkpoint with records; and
-        (``EOS_BRIDGE_TEST_PAUSE_FILE``) when that file exists, remove it and SIGSTOP this
-        process, its transaction open before the offsets (the paused-zombie test); both before
-        the flush."""
+    def _inject_pause(self) -> None:
+        """Test-only (``EOS_BRIDGE_TEST_PAUSE_FILE``): when that file exists, remove it, flush,
+        and SIGSTOP this process: its transaction open with delivered records, before the
+        offsets (the paused-zombie test)."""
         pause = os.environ.get("EOS_BRIDGE_TEST_PAUSE_FILE")
         if pause and os.path.exists(pause):
             os.unlink(pause)
+            self._output.flush(self._flush_timeout)
             log.warning("test pause: stopping before the offsets of this checkpoint")
             os.kill(os.getpid(), signal.SIGSTOP)
+
+    def _inject_abort(self) -> None:
+        """Test-only (``fault_abort_every``): abort every k-th checkpoint with records, after
+        its flush (the changelog records are in the log, the offsets never commit)."""
         self._nonempty += 1
         if self._fault_abort_every and self._nonempty % self._fault_abort_every == 0:
             raise CheckpointAborted(
