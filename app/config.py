@@ -169,6 +169,9 @@ class BridgeSettings(ConnectionSettings):
     processing_guarantee: Literal["exactly-once", "at-least-once"] = "exactly-once"
     commit_interval: float = Field(1.0, gt=0, description="seconds between checkpoints")
     commit_every: int = Field(0, ge=0, description="records per checkpoint (0 = off)")
+    pipelined_commit: bool = Field(
+        False, description="commit while the next batch is transformed (stateless, exactly-once)"
+    )
     transaction_timeout_ms: int = Field(60_000, ge=1000, le=900_000)
     batch_size: int = Field(2000, ge=1, le=100_000, description="consume(num_messages=...)")
     poll_timeout: float = Field(0.2, gt=0, le=5)

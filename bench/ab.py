@@ -157,6 +157,7 @@ def main(argv: list[str] | None = None) -> int:
     ]
     text = "\n".join(head + ratio_rows(rates, "working tree", args.baseline)) + "\n"
     out = args.out / f"ab-{args.baseline.replace('/', '-')}.md"
+    out.parent.mkdir(parents=True, exist_ok=True)  # a fresh --out directory
     out.write_text(text)
     print(text)
     return 0

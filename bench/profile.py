@@ -4,6 +4,8 @@ Starts its own broker, seeds the pipeline's input, runs the bridge until its gro
 stops it with SIGTERM and writes ``bench/results/profile-<pipeline>-<guarantee>-<tool>.*``:
 
 * ``pyinstrument`` (wall clock, call tree): ``.txt`` and ``.html``;
+* ``phases`` (:mod:`bench.checkpoint_phases`): wall and main-thread CPU per checkpoint step,
+  ``.md``;
 * ``py-spy`` (attached sampler, on-CPU samples only, native frames off): ``.txt`` with the
   functions and source lines that use the most CPU.
 
@@ -20,6 +22,7 @@ import tempfile
 from collections import Counter
 from pathlib import Path
 
+from bench.checkpoint_phases import render as render_phases
 from bench.cli import INPUT_KEYS, INPUTS, log
 from bench.contenders import BY_KEY, REPO
 from bench.data import seed_topic
@@ -32,9 +35,11 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m bench.profile", description=__doc__)
     p.add_argument("--pipeline", default="p1", choices=sorted(INPUTS))
     p.add_argument(
-        "--contender", default="bridge-eos", choices=["bridge-eos", "bridge-eos-spec", "bridge-alo"]
+        "--contender",
+        default="bridge-eos",
+        choices=["bridge-eos", "bridge-eos-spec", "bridge-alo", "bridge-eos-pipe"],
     )
-    p.add_argument("--tool", default="pyinstrument", choices=["pyinstrument", "py-spy"])
+    p.add_argument("--tool", default="pyinstrument", choices=["pyinstrument", "py-spy", "phases"])
     p.add_argument("--records", type=int, default=200_000)
     p.add_argument("--partitions", type=int, default=4)
     p.add_argument("--commit-interval", type=float, default=1.0)
@@ -50,6 +55,8 @@ def main(argv: list[str] | None = None) -> int:
     python_args: tuple[str, ...] = ()
     if args.tool == "pyinstrument":
         python_args = ("-m", "pyinstrument", "-r", "pyisession", "-o", str(session))
+    elif args.tool == "phases":  # wall and main-thread CPU per checkpoint step
+        python_args = ("-m", "bench.checkpoint_phases", str(workdir / "phases.json"))
 
     def attach(pid: int) -> None:
         if args.tool == "py-spy":
@@ -69,6 +76,10 @@ def main(argv: list[str] | None = None) -> int:
         log(f"profiled run: {result.records_per_s:,.0f} rec/s (slowed by the profiler)")
         if args.tool == "pyinstrument":
             _render_pyinstrument(session, stem)
+        elif args.tool == "phases":
+            text = render_phases(workdir / "phases.json", args.commit_interval)
+            stem.with_suffix(".md").write_text(text)
+            print(text)
         else:
             spies[0].wait(60)  # py-spy ends with the process it samples
             _render_py_spy(workdir / "stacks.txt", stem)

@@ -6,17 +6,27 @@ import logging
 import os
 import signal
 import time
+from dataclasses import dataclass
 
 from confluent_kafka import TopicPartition
 
 from app.engine.transactions import Transactions
 from app.errors import BridgeError, CheckpointAborted
-from app.kafka.ports import ConsumerPort
+from app.kafka.ports import ConsumerPort, Message
 from app.ops.metrics import Metrics
 from app.sink.output import Output
 from app.state.backend import StateBackend
 
 log = logging.getLogger(__name__)
+
+
+@dataclass(slots=True, frozen=True)
+class Pending:
+    """A checkpoint between :meth:`Checkpoint.prepare` and :meth:`Checkpoint.finish`."""
+
+    started: float  # perf_counter
+    positions: dict[tuple[str, int], int]
+    moved: list[TopicPartition]
 
 
 class Checkpoint:
@@ -100,51 +110,82 @@ class Checkpoint:
             ProducerFenced: the producer must be re-created (the caller rewinds).
             KafkaFatalError: the commit outcome is unknown, or nothing in-process can help.
         """
+        pending = self.prepare()
+        if pending is not None:
+            self.send(pending)
+            self.finish(pending)
+
+    def prepare(self, ahead: list[Message] | None = None) -> Pending | None:
+        """Steps 1 (changelogs) of a checkpoint; None when there is nothing to commit.
+
+        Args:
+            ahead: consumed messages that are *not* part of this transaction (the pipelined
+                checkpoint's next batch): a partition with one of them commits the first one's
+                offset, not the consumer's position past them.
+        """
         if self._disabled:
-            return
+            return None
         if self.consumed == 0 and not self._skipped:
             self._restart_clock()  # empty: the open transaction holds nothing; keep it
-            return
+            return None
         started = time.perf_counter()
         positions = self._positions()
+        for m in reversed(ahead or ()):  # reversed: the first message of a partition wins
+            if m.error() is None:
+                positions[(m.topic() or "", m.partition() or 0)] = m.offset() or 0
         # 1. changelog records for dirty state keys, inside the transaction
         self._state.produce_changelogs(self._output.collector, positions)
-        # 2. flush; any delivery error (output or changelog) fails the checkpoint
-        self._output.flush(self._flush_timeout)
-        self._state.verify_delivery()
         if self.consumed:
-            self._inject_fault()
-        # 3 + 4. input offsets into the transaction (those that moved since the last commit:
-        # the others are committed already), commit
-        moved = [
+            self._inject_pause()
+        moved = [  # those that moved since the last commit: the others are committed already
             TopicPartition(t, p, o)
             for (t, p), o in positions.items()
             if self._committed.get((t, p)) != o
         ]
-        self._txn.commit(moved)
-        self._committed.update(positions)
+        return Pending(started, positions, moved)
+
+    def send(self, pending: Pending) -> None:
+        """Steps 2 to 4: input offsets into the transaction while the records are still in flight;
+        flush (any delivery error, output or changelog, fails the checkpoint); commit. The one
+        part the pipelined checkpoint runs on its helper thread."""
+        self._txn.commit(pending.moved, self._settle)
+
+    def finish(self, pending: Pending) -> None:
+        """Steps 5 and 6 after a successful :meth:`send`: local state, the next transaction."""
+        self._committed.update(pending.positions)
         if self.consumed:
             self._output.checkpoint_committed(self.consumed)  # dead-letter summary + ratio
         # 5. local state: one WriteBatch per partition (dirty keys + changelog offset)
         self._state.after_commit()
         # 6. the next transaction
         self._txn.begin()
-        self._metrics.checkpoint_committed(time.perf_counter() - started, self.consumed)
+        self._metrics.checkpoint_committed(time.perf_counter() - pending.started, self.consumed)
         self._restart_clock()
+
+    def _settle(self) -> None:
+        self._output.flush(self._flush_timeout)
+        self._state.verify_delivery()
+        if self.consumed:
+            self._inject_abort()
 
     def disable(self) -> None:
         """After a fatal error: never commit again (closing the consumer calls revoke)."""
         self._disabled = True
 
-    def _inject_fault(self) -> None:
-        """Test-only (``fault_abort_every``): abort every k-th checkpoint with records; and
-        (``EOS_BRIDGE_TEST_PAUSE_FILE``) when that file exists, remove it and SIGSTOP this
-        process, its transaction open before the offsets (the paused-zombie test)."""
+    def _inject_pause(self) -> None:
+        """Test-only (``EOS_BRIDGE_TEST_PAUSE_FILE``): when that file exists, remove it, flush,
+        and SIGSTOP this process: its transaction open with delivered records, before the
+        offsets (the paused-zombie test)."""
         pause = os.environ.get("EOS_BRIDGE_TEST_PAUSE_FILE")
         if pause and os.path.exists(pause):
             os.unlink(pause)
+            self._output.flush(self._flush_timeout)
             log.warning("test pause: stopping before the offsets of this checkpoint")
             os.kill(os.getpid(), signal.SIGSTOP)
+
+    def _inject_abort(self) -> None:
+        """Test-only (``fault_abort_every``): abort every k-th checkpoint with records, after
+        its flush (the changelog records are in the log, the offsets never commit)."""
         self._nonempty += 1
         if self._fault_abort_every and self._nonempty % self._fault_abort_every == 0:
             raise CheckpointAborted(

@@ -13,11 +13,14 @@ import logging
 import time
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
+from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException
 
+from app.engine.batches import Transformed, by_partition, replay, run_fused
 from app.engine.checkpoint import Checkpoint
 from app.engine.ladder import Ladder
+from app.engine.pipelined import overlap
 from app.engine.rebalance import Rebalancer
 from app.engine.transactions import Transactions
 from app.engine.watchdog import Watchdog
@@ -41,7 +44,6 @@ from app.ops.lag import LagReport
 from app.ops.metrics import Metrics
 from app.ops.progress import ProgressLog
 from app.pipeline.builder import Pipeline
-from app.pipeline.fusion import FusedBatch
 from app.pipeline.record import Failure, Row
 from app.pipeline.steps import StepContext, fuse, reads_value
 from app.serde import Formats
@@ -54,6 +56,7 @@ log = logging.getLogger(__name__)
 
 _TXN_DEADLINE = "the open transaction would reach transaction.timeout.ms"
 _CLOSE_DEADLINE_S = 60.0
+_AHEAD_BATCHES = 4  # pipelined_commit: batches transformed beside one commit, at most
 
 
 @dataclass(slots=True, frozen=True)
@@ -67,6 +70,7 @@ class LoopSettings:
     retries: int
     dead_letter: bool
     fused: bool = True  # off for a replay: its rows' headers are rewritten by the sink
+    pipelined: bool = False  # pipelined_commit (app.engine.pipelined)
 
 
 class Bridge:
@@ -122,6 +126,10 @@ class Bridge:
             pipeline.steps, formats, output.fast_path_max_bytes, output.topic_exists,
             self._state_access(),
         )  # fmt: skip
+        self._overlap = overlap(
+            checkpoint, wanted=loop.pipelined, exactly_once=txn.exactly_once,
+            stateful=state.stateful, tasks=tasks is not None, per_topic=output.per_topic,
+        )  # fmt: skip
 
     # ---- the loop and its error ladder -----------------------------------------------------
 
@@ -150,8 +158,9 @@ class Bridge:
         if messages:
             self._process_bounded(messages)
         if self._checkpoint.due():
-            self._checkpoint.commit()
-            self._lag.update()  # at the committed positions: what a group-lag tool shows
+            if not self._commit_ahead():
+                self._checkpoint.commit()
+            self._lag.after_checkpoint()  # at the committed positions, at most once a second
         else:
             self._lag.maybe_update()  # between checkpoints, every few seconds
         self._progress.maybe_log()
@@ -221,12 +230,50 @@ class Bridge:
             self._batch_size = min(self._max_batch, self._batch_size * 2)
 
     def _process(self, messages: list[Message], deadline: float) -> None:
+        self._emit(self._transform(messages, deadline), deadline)
+
+    def _commit_ahead(self) -> bool:
+        """The pipelined checkpoint (:mod:`app.engine.pipelined`), when on and the next batch
+        is already buffered: the open transaction commits while that batch is transformed into
+        memory, then it goes into the next transaction. False: commit the ordinary way."""
+        if self._overlap is None or not self._checkpoint.consumed:
+            return False
+        # What is buffered, up to a few batches: one batch's pipeline (~10 ms at 2000 records)
+        # is shorter than a commit's round trips (~20 ms measured), so more of it can overlap.
+        want = self._batch_size * _AHEAD_BATCHES
+        messages: list[Message] = self._consumer.consume(want, 0)  # no wait
+        self._rebalancer.raise_pending()
+        if not messages:
+            return False
+        started = time.monotonic()
+        deadline = started + self._checkpoint.time_left()
+        calls: list[tuple[Any, ...]] = []
+        done = self._overlap.run(
+            messages,
+            lambda: self._transform(messages, deadline, calls),
+            lambda t: self._emit(t, deadline),
+        )
+        if not done:  # a rebalance callback in that consume() committed already
+            self._process_bounded(messages)
+            return False
+        self._checkpoint.record(len(messages), started)
+        return True
+
+    def _transform(
+        self, messages: list[Message], deadline: float, calls: list[tuple[Any, ...]] | None = None
+    ) -> Transformed:
+        """Decode and run the steps; with ``calls``, the fused loop's produce calls are kept
+        there instead of made (the pipelined checkpoint)."""
+        kept = 0  # fused records whose produce calls were kept
         if self._fused is not None and not self._output.refusals.pending:
             with self._phase("the fused pipeline", deadline):
-                done = run_fused(self._output, self._fused, messages)
-            self._metrics.records_in.inc(done)
+                done = run_fused(self._output, self._fused, messages, calls)
+            if calls is None:  # produced: counted now (the general path below may raise)
+                self._metrics.records_in.inc(done)
+            else:
+                kept = done
             if done == len(messages):
-                return
+                return Transformed(kept, calls)
             messages = messages[done:]  # from the record that needs the general path on
         rows, failures = self._decode_batch(messages)
         records = len(rows) + len(failures)  # consumer error events are no input records
@@ -236,11 +283,20 @@ class Bridge:
                 break
             with self._phase(f"step {step.name!r}", deadline):
                 rows = step(rows, ctx)
+        return Transformed(kept, calls, records, rows, failures + ctx.failures)
+
+    def _emit(self, t: Transformed, deadline: float) -> None:
+        """Produce what :meth:`_transform` made; dead-letter (or fail on) its failures."""
+        if t.calls:
+            replay(self._output, t.calls)
+        self._metrics.records_in.inc(t.fused)
+        if t.rows is None:
+            return
         with self._phase("output", deadline):
-            unsent = self._output.send(rows)
-        for failure in failures + ctx.failures + unsent:
+            unsent = self._output.send(t.rows)
+        for failure in t.failures + unsent:
             self._fail(failure)
-        self._metrics.records_in.inc(records)
+        self._metrics.records_in.inc(t.records)
 
     def _phase(self, what: str, deadline: float) -> AbstractContextManager[None]:
         return self._watchdog.guard(what, deadline - time.monotonic(), "", _TXN_DEADLINE)
@@ -305,32 +361,3 @@ class Bridge:
     def _state_access(self) -> StateAccess | None:
         access: StateAccess | None = getattr(self._state, "access", None)
         return access
-
-
-def run_fused(output: Output, fused: FusedBatch, messages: list[Message]) -> int:
-    """Run a fused pipeline with the one writer's produce hook, to the output topic of the
-    messages' input topic (one, see :func:`by_partition`) unless it routes; returns how many
-    messages it handled (the rest take the general path).
-
-    Raises:
-        CheckpointAborted: the producer refused a record.
-    """
-    source = messages[0].topic() if messages else None
-    writer, topic = output.collector, output.default_topic(source)
-    produce, room = writer.hooks()
-    try:
-        done, produced = fused(messages, produce, room, topic, output.keep_partition)
-    except KafkaException as exc:
-        raise writer.refusal(topic, exc) from exc
-    writer.produced(produced)
-    return done
-
-
-def by_partition(messages: list[Message]) -> dict[tuple[str, int], list[Message]]:
-    """``messages`` grouped by input partition, each group in consumed order."""
-    groups: dict[tuple[str, int], list[Message]] = {}
-    for m in messages:
-        partition = m.partition()
-        where = (m.topic() or "", partition if partition is not None else -1)
-        groups.setdefault(where, []).append(m)
-    return groups

@@ -111,9 +111,22 @@ class Transactions:
             self._call("begin_transaction", self._producer.begin_transaction)
         self._open = True
 
-    def commit(self, offsets: list[TopicPartition]) -> None:
-        """Commit produced records and ``offsets`` (next offset to read per partition)."""
+    def commit(
+        self, offsets: list[TopicPartition], settle: Callable[[], None] | None = None
+    ) -> None:
+        """Commit produced records and ``offsets`` (next offset to read per partition).
+
+        Args:
+            settle: the flush and its delivery checks; raising aborts the checkpoint. Exactly
+                once, it runs after the offsets went into the transaction and before the commit,
+                so the offsets' round trips (AddOffsetsToTxn, TxnOffsetCommit) overlap the last
+                produce acknowledgements instead of following them: nothing of the transaction
+                is visible before ``commit_transaction``, whichever comes first. At least once,
+                it runs first: there the offsets are committed at once.
+        """
         if not self.exactly_once:
+            if settle is not None:
+                settle()
             self._flush_and_commit_offsets(offsets)
         else:
             producer, timeout = self._producer, self._timeout
@@ -122,6 +135,8 @@ class Transactions:
                 self._call(
                     "send_offsets_to_transaction", lambda: store.put(producer, offsets, timeout)
                 )
+            if settle is not None:
+                settle()
             self._call("commit_transaction", lambda: producer.commit_transaction(timeout))
             if offsets:
                 self._offsets.after_commit(offsets)

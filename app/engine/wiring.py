@@ -244,7 +244,7 @@ def _loop_settings(settings: BridgeSettings, replaying: bool) -> LoopSettings:
         topics=settings.input_topics, instance_id=settings.instance_id,
         batch_size=settings.batch_size, poll_timeout=settings.poll_timeout,
         retries=settings.record_retries, dead_letter=settings.on_error == "dlq",
-        fused=not replaying,
+        fused=not replaying, pipelined=settings.pipelined_commit,
     )  # fmt: skip
 
 

@@ -16,21 +16,41 @@ class LagReport:
 
     Args:
         every: seconds between updates when :meth:`maybe_update` is called every batch.
+        after_checkpoint_gap: the least seconds between two :meth:`after_checkpoint` updates.
     """
 
-    def __init__(self, consumer: ConsumerPort, metrics: Metrics, every: float = 5.0) -> None:
+    def __init__(
+        self,
+        consumer: ConsumerPort,
+        metrics: Metrics,
+        every: float = 5.0,
+        after_checkpoint_gap: float = 1.0,
+    ) -> None:
         self._consumer = consumer
         self._metrics = metrics
         self._every = every
+        self._gap = after_checkpoint_gap
         self._next = 0.0
+        self._last = float("-inf")
 
     def maybe_update(self) -> None:
         if time.monotonic() >= self._next:
             self.update()
 
+    def after_checkpoint(self) -> None:
+        """At the committed positions (what a group-lag tool shows), at most once per
+        ``after_checkpoint_gap``: at a 100 ms commit interval an update per checkpoint would ask
+        librdkafka's main thread for the assignment ten times a second. A skipped one is made
+        up by :meth:`maybe_update` once the gap has passed."""
+        if time.monotonic() - self._last >= self._gap:
+            self.update()
+        else:
+            self._next = min(self._next, self._last + self._gap)
+
     def update(self) -> None:
         """One update now, for every assigned partition whose position and watermark are known."""
-        self._next = time.monotonic() + self._every
+        self._last = time.monotonic()
+        self._next = self._last + self._every
         assignment = self._consumer.assignment()
         if not assignment:
             return

@@ -62,6 +62,7 @@ class Contender:
     # bridge: input_format and output_format; None: json, bytes for the copy pipeline
     value_format: str | None = None
     fmt: str = "json"  # bridge: avro = Avro in and out through the run's registry (its topic too)
+    extra: tuple[tuple[str, str], ...] = ()  # bridge: more BRIDGE_* settings
 
     def runs(self, pipeline: str) -> bool:
         """Whether this contender runs ``pipeline``: ``copy`` only the bridge (without a spec)
@@ -86,6 +87,7 @@ class Contender:
             env.update(bridge_env(job, self.guarantee, self.spec, self.value_format))
             if self.fmt == "avro":
                 env.update(avro_env(job))
+            env.update(self.extra)
             return [sys.executable, "-m", "app", "run"], env
         if self.kind == "kstreams":
             from bench.contenders import kstreams  # here: it imports this module
@@ -190,6 +192,22 @@ CONTENDERS = (
         "bridge-eos-spec", "eos-bridge exactly-once, YAML spec", "bridge", "exactly-once", True
     ),
     Contender("bridge-alo", "eos-bridge at-least-once", "bridge", "at-least-once"),
+    # pipelined_commit (issue 34; stateless pipelines only: P2 and P3 run as without it)
+    Contender(
+        "bridge-eos-pipe",
+        "eos-bridge exactly-once, pipelined commit",
+        "bridge",
+        "exactly-once",
+        extra=(("BRIDGE_PIPELINED_COMMIT", "true"),),
+    ),
+    Contender(
+        "bridge-eos-spec-pipe",
+        "eos-bridge exactly-once, YAML spec, pipelined commit",
+        "bridge",
+        "exactly-once",
+        True,
+        extra=(("BRIDGE_PIPELINED_COMMIT", "true"),),
+    ),
     # Two clusters (docs/cross-cluster.md): positions in the target's offsets topic, one
     # transactional producer per input partition.
     Contender(

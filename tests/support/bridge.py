@@ -34,7 +34,10 @@ class BridgeProcess:
 
     def __init__(self, log_dir: Path, name: str = "bridge", **settings: Any) -> None:
         self.log_path = log_dir / f"{name}.log"
-        self.settings = {"http_port": 0, "log_level": "INFO", **settings}
+        # EOS_BRIDGE_TEST_SETTINGS='{"pipelined_commit": true}': a whole suite with a setting
+        # on (a test's own settings win)
+        extra = orjson.loads(os.environ.get("EOS_BRIDGE_TEST_SETTINGS") or "{}")
+        self.settings = {"http_port": 0, "log_level": "INFO", **extra, **settings}
         self.proc: subprocess.Popen[bytes] | None = None
         self.starts = 0
         self.command = [sys.executable, "-m", "app", "run"]

@@ -15,7 +15,9 @@ def _job(pipeline: str, target: str | None = None) -> Job:
 
 def test_only_contenders_that_copy_without_parsing_run_the_copy_pipeline() -> None:
     copying = {key for key, c in BY_KEY.items() if c.runs(COPY)}
-    assert copying == {"bridge-eos", "bridge-alo", "xc-bridge-eos", "raw-copy", "mm2-eos"}
+    assert copying == {
+        "bridge-eos", "bridge-eos-pipe", "bridge-alo", "xc-bridge-eos", "raw-copy", "mm2-eos",
+    }  # fmt: skip
     assert [p for p in ("p1", "p2", "p3", COPY) if BY_KEY["mm2-eos"].runs(p)] == [COPY]
     assert {p for p in ("p1", "p2", "p3", COPY) if BY_KEY["xc-bridge-eos"].runs(p)} == {"p1", COPY}
     assert all(c.runs("p2") for key, c in BY_KEY.items() if not c.xcluster)

@@ -115,6 +115,17 @@ def test_commit_runs_its_steps_in_order() -> None:
     assert rig.checkpoint.consumed == 0
 
 
+def test_offsets_go_into_the_transaction_before_the_flush_and_the_commit_after_it() -> None:
+    """The offsets' round trips overlap the last produce acknowledgements (issue 34)."""
+    rig = Rig()
+    flushed_after: list[list[str]] = []
+    rig.checkpoint._output.flush = lambda timeout: flushed_after.append(list(rig.producer.calls))
+    rig.checkpoint.record(5, started=0.0)
+    rig.checkpoint.commit()
+    assert flushed_after[0][-1] == "send_offsets_to_transaction"
+    assert rig.producer.calls[-2:] == ["commit_transaction", "begin_transaction"]
+
+
 def test_an_empty_checkpoint_commits_nothing() -> None:
     rig = Rig()
     rig.checkpoint.commit()

@@ -9,6 +9,7 @@ import re
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from types import SimpleNamespace
 
 import confluent_kafka
 import pytest
@@ -68,6 +69,30 @@ def test_lag_is_the_watermark_minus_the_position_between_checkpoints() -> None:
     report.maybe_update()  # within `every`: unchanged, no client call per batch
     assert lag(metrics, "in", 0) == 15
     report.update()
+    assert lag(metrics, "in", 0) == 5
+
+
+def test_lag_after_checkpoints_at_most_once_per_gap_then_made_up_between(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A 100 ms commit interval does not ask the client for the assignment every checkpoint;
+    a skipped update comes with a later batch once the gap has passed."""
+    clock = SimpleNamespace(now=100.0)
+    monkeypatch.setattr("app.ops.lag.time", SimpleNamespace(monotonic=lambda: clock.now))
+    consumer = WatermarkConsumer([("in", 0)])
+    consumer.positions, consumer.highs = {("in", 0): 10}, {("in", 0): 25}
+    metrics = Metrics()
+    report = LagReport(consumer, metrics, every=3600.0, after_checkpoint_gap=1.0)
+
+    report.after_checkpoint()  # the first: at once
+    assert lag(metrics, "in", 0) == 15
+    consumer.positions[("in", 0)] = 20
+    clock.now += 0.1
+    report.after_checkpoint()  # within the gap: skipped
+    report.maybe_update()
+    assert lag(metrics, "in", 0) == 15
+    clock.now += 0.9
+    report.maybe_update()  # the gap has passed: made up (not after `every`)
     assert lag(metrics, "in", 0) == 5
 
 

@@ -1,0 +1,146 @@
+"""The pipelined checkpoint (``pipelined_commit``): the state machine over fake clients.
+
+Transaction T commits on a helper thread while the next batch B is transformed; B must reach
+the producer only after T committed and T+1 began, never when T failed, and T's offsets must
+stop before B.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from confluent_kafka import KafkaError
+
+from app.engine.checkpoint import Checkpoint
+from app.engine.loop import LoopSettings
+from app.engine.pipelined import pipelined_allowed
+from app.engine.transactions import Transactions
+from app.engine.wiring import assemble
+from app.errors import KafkaFatalError
+from app.offsets import GroupOffsets
+from app.ops.health import Health
+from app.ops.metrics import Metrics
+from app.pipeline.builder import Pipeline
+from app.serde import formats
+from app.sink.collector import RecordCollector
+from app.sink.output import Output
+from app.state.backend import NoState
+from tests.unit.engine.test_error_ladder import Harness
+from tests.unit.fakes import FakeConsumer, FakeMessage, FakeProducer, idle_watchdog, kafka_exc
+
+
+class AdvancingConsumer(FakeConsumer):
+    """Positions move past what consume() hands out, as librdkafka's do."""
+
+    def consume(self, num_messages: int = 1, timeout: float = -1) -> list[Any]:
+        batch = super().consume(num_messages, timeout)
+        for m in batch:
+            if m.error() is None:
+                self.positions[(m.topic(), m.partition())] = m.offset() + 1
+        return batch
+
+
+class Rig(Harness):
+    """A bridge with ``pipelined_commit`` on; every checkpoint is due once a record is in (the
+    error ladder's harness otherwise: its producers, its stop when the batches run out)."""
+
+    def __init__(self, batches: list[list[FakeMessage]], *, pipelined: bool = True) -> None:
+        self.producers: list[FakeProducer] = []
+        self.consumer = AdvancingConsumer()
+        self.consumer.batches = batches
+        self.metrics = Metrics()
+        watchdog = idle_watchdog()
+        self.txn = Transactions(
+            self._new_producer, self.consumer, GroupOffsets(self.consumer, watchdog, 5.0),
+            exactly_once=True, call_timeout=5.0, watchdog=watchdog,
+        )  # fmt: skip
+        output = Output(
+            RecordCollector(self.txn.producer), "out", "dlq", 1_000_000, lambda topic: True
+        )
+        self.checkpoint = Checkpoint(
+            self.consumer, self.txn, output, NoState(), self.metrics,
+            interval=1e-9, every=0, flush_timeout=5.0,
+        )  # fmt: skip
+        loop = LoopSettings(
+            topics=["in"], instance_id="i0", batch_size=10, poll_timeout=0.0, retries=0,
+            dead_letter=True, pipelined=pipelined,
+        )  # fmt: skip
+        self.bridge = assemble(
+            self.consumer, self.txn, output, Pipeline(), NoState(), self.checkpoint,
+            self.metrics, Health(30.0), watchdog, loop, formats(),
+        )  # fmt: skip
+        self.consumer.on_empty = self._stop
+
+    @property
+    def calls(self) -> list[str]:
+        return [c for c in self.producers[0].calls if c != "flush"]
+
+
+def record(offset: int) -> FakeMessage:
+    return FakeMessage(offset=offset, value=b'{"n": %d}' % offset)
+
+
+def test_the_next_batch_is_produced_after_the_commit_and_the_next_begin() -> None:
+    rig = Rig([[record(0)], [record(1)]])
+    rig.bridge.run()
+    assert rig.calls[:8] == [
+        "begin_transaction", "produce",  # T: record 0
+        "send_offsets_to_transaction", "commit_transaction",  # T, beside record 1's pipeline
+        "begin_transaction", "produce",  # T+1: record 1, produced only now
+        "send_offsets_to_transaction", "commit_transaction",
+    ]  # fmt: skip
+    # T's offsets stop before the batch transformed beside it; T+1's cover it
+    assert rig.producers[0].sent_offsets == [[("in", 0, 1)], [("in", 0, 2)]]
+    assert [value for _, value, _ in rig.producers[0].produced] == [b'{"n":0}', b'{"n":1}']
+    assert rig.metrics.registry.get_sample_value("eos_bridge_input_records_total") == 2
+
+
+def test_a_failed_commit_drops_the_next_batch_unsent_and_rewinds() -> None:
+    rig = Rig([[record(0)], [record(1)]])
+    rig.producers[0].fail["commit_transaction"] = [
+        kafka_exc(KafkaError._STATE, txn_requires_abort=True)
+    ]
+    rig.bridge.run()
+    calls = rig.calls
+    failed = calls.index("commit_transaction")
+    assert calls[failed + 1] == "abort_transaction"
+    assert "produce" not in calls[failed:]  # record 1 never reached the producer
+    assert [value for _, value, _ in rig.producers[0].produced] == [b'{"n":0}']
+    assert ("in", 0, -2) in rig.consumer.seeks  # rewound (no committed offset: the reset)
+    assert rig.metrics.registry.get_sample_value("eos_bridge_input_records_total") == 1
+
+
+def test_a_fatal_error_while_transforming_still_finishes_the_committed_checkpoint() -> None:
+    forbidden = FakeMessage(error=KafkaError(KafkaError.TOPIC_AUTHORIZATION_FAILED, "denied"))
+    rig = Rig([[record(0)], [forbidden]])
+    with pytest.raises(KafkaFatalError):
+        rig.bridge.run()
+    assert rig.calls[-3:] == ["send_offsets_to_transaction", "commit_transaction",
+                              "begin_transaction"]  # fmt: skip
+    assert rig.checkpoint.consumed == 0  # T's checkpoint was finished
+
+
+def test_off_by_default_and_where_the_argument_does_not_hold() -> None:
+    rig = Rig([[record(0)], [record(1)]], pipelined=False)
+    rig.bridge.run()
+    assert rig.calls[:4] == [
+        "begin_transaction", "produce", "send_offsets_to_transaction", "commit_transaction",
+    ]  # fmt: skip
+    assert rig.producers[0].sent_offsets[0] == [("in", 0, 1)]  # committed before record 1
+    ok = {"wanted": True, "exactly_once": True, "stateful": False, "tasks": False,
+          "per_topic": False}  # fmt: skip
+    assert pipelined_allowed(**ok)
+    for key in ok:
+        assert not pipelined_allowed(**{**ok, key: not ok[key]}), key
+
+
+def test_prepare_stops_each_partition_at_its_first_message_ahead() -> None:
+    rig = Rig([])
+    rig.consumer.positions = {("in", 0): 9, ("in", 1): 4}
+    rig.checkpoint.assigned([("in", 0), ("in", 1)])
+    rig.checkpoint.record(3, started=0.0)
+    ahead = [FakeMessage(offset=7), FakeMessage(offset=8), FakeMessage(error=KafkaError(1))]
+    pending = rig.checkpoint.prepare(ahead=ahead)
+    assert pending is not None
+    assert pending.positions == {("in", 0): 7, ("in", 1): 4}
