@@ -12,6 +12,7 @@ without leaving the process. A second fence within :data:`REJOIN_WINDOW_S` is a 
 
 from __future__ import annotations
 
+import gc
 import logging
 import signal
 import threading
@@ -119,6 +120,10 @@ def run(
             code = _run(built, rejoin=lambda: not stop.requested and rejoins.allow())
             if code is not _REJOIN:
                 return code
+            # The closed clients sit in reference cycles (callbacks <-> their owners): collect
+            # them now, so their librdkafka threads and sockets end before new ones start.
+            stop.bridge = built = None  # type: ignore[assignment]
+            gc.collect()
             metrics.rebalances.labels("rejoined_after_fence").inc()
             health.set_ready(False, "fenced: joining the group again")
             metrics.ready.set(0)

@@ -67,6 +67,7 @@ def test_a_fenced_membership_joins_again_in_process(
     _phase(kafka, src, 0)
     wait_caught_up(kafka, settings["group_id"], src, 120, [bridge])
 
+    threads = _threads(bridge)
     twin = Consumer(
         {"bootstrap.servers": kafka.bootstrap, "group.id": settings["group_id"],
          "group.instance.id": "i0", "enable.auto.commit": False}
@@ -80,8 +81,16 @@ def test_a_fenced_membership_joins_again_in_process(
     wait_caught_up(kafka, settings["group_id"], src, 120, [bridge])
     assert bridge.running() and bridge.starts == 1, bridge.logs()[-3000:]
     assert "fenced:" not in bridge.logs() and "Traceback" not in bridge.logs()
+    # The closed clients' librdkafka threads are gone, not left for a garbage collection.
+    wait_until(lambda: _threads(bridge) <= threads, 60, f"threads back to {threads}")
     assert bridge.terminate() == 0, bridge.logs()[-3000:]
     assert_exactly_once(kafka, src, out)
+
+
+def _threads(bridge: BridgeProcess) -> int:
+    assert bridge.proc is not None
+    status = Path(f"/proc/{bridge.proc.pid}/status").read_text()
+    return int(next(ln.split()[1] for ln in status.splitlines() if ln.startswith("Threads:")))
 
 
 def test_live_twin_with_the_same_instance_id_is_refused(
