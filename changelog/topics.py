@@ -21,6 +21,9 @@ from confluent_kafka.admin import ConfigResource, NewTopic, OffsetSpec
 from changelog.errors import ChangelogConfigError, ChangelogReadError, ErrorTest, inner_error
 
 log = logging.getLogger(__name__)
+# One ListOffsets round asks with at most this share of the watermarks' timeout (see
+# changelog_watermarks).
+ROUND_TIMEOUT_SHARE = 1 / 6
 
 CHANGELOG_TOPIC_CONFIG: dict[str, str] = {"cleanup.policy": "compact"}
 
@@ -154,22 +157,30 @@ def changelog_watermarks(
         partitions: the changelog partitions.
         timeout: seconds for all of it.
         settling: True for an error worth asking again (leadership moving, retriable).
-        renew: a new admin client, asked for once when settling errors last half the timeout:
-            librdkafka's admin ListOffsets sends the cached leader epoch and refreshes its cache
-            only on NOT_LEADER/LEADER_NOT_AVAILABLE, so a FENCED_LEADER_EPOCH can outlast the
-            retries (the 2-hour soak met it for 30 s after a rolling broker restart); a new
-            client starts from fresh metadata.
+        renew: a new admin client, asked for once when settling errors last a quarter of the
+            timeout: librdkafka's admin ListOffsets sends the cached leader epoch and refreshes
+            its cache only on NOT_LEADER/LEADER_NOT_AVAILABLE, so a FENCED_LEADER_EPOCH can
+            outlast the retries (the 2-hour soak met it for 30 s after a rolling broker
+            restart), and its leader lookup can keep answering LEADER_NOT_AVAILABLE from a
+            client's metadata after the partition has a new leader (the soak again: 30 s after
+            a group coordinator's broker was killed, its partitions led elsewhere within a
+            second); a new client starts from fresh metadata.
+
+    Each round asks with at most :data:`ROUND_TIMEOUT_SHARE` of the timeout: librdkafka holds
+    a ListOffsets whose leader it cannot find for the whole request timeout, and one round
+    that used all of it would leave no time to ask a new client.
 
     Raises:
         ChangelogReadError: the offsets cannot be listed (the message names the partition).
     """
     result: dict[tuple[str, int], list[int]] = {tp: [0, 0] for tp in partitions}
     deadline = time.monotonic() + timeout
-    renew_at = deadline - timeout / 2 if renew is not None else math.inf
+    renew_at = deadline - timeout * 3 / 4 if renew is not None else math.inf
+    round_s = max(1.0, timeout * ROUND_TIMEOUT_SHARE)
     for slot, spec in ((0, OffsetSpec.earliest()), (1, OffsetSpec.latest())):
         todo = list(partitions)
         while todo:
-            todo = _list_offsets(admin, todo, spec, slot, result, deadline, settling)
+            todo = _list_offsets(admin, todo, spec, slot, result, deadline, round_s, settling)
             if todo and renew is not None and time.monotonic() >= renew_at:
                 log.warning("changelog offsets of %s still refused: asking a new client", todo)
                 admin, renew_at = renew(), math.inf
@@ -183,14 +194,16 @@ def _list_offsets(
     slot: int,
     result: dict[tuple[str, int], list[int]],
     deadline: float,
+    round_s: float,
     settling: ErrorTest,
 ) -> list[tuple[str, int]]:
-    """One ListOffsets round; returns the partitions to ask again (leader moving, retriable)."""
+    """One ListOffsets round of at most ``round_s``; returns the partitions to ask again
+    (leader moving, retriable)."""
     request = {TopicPartition(t, p): spec for t, p in partitions}
     futures = admin.list_offsets(
         request,
         isolation_level=IsolationLevel.READ_UNCOMMITTED,
-        request_timeout=max(1.0, deadline - time.monotonic()),
+        request_timeout=max(0.1, min(round_s, deadline - time.monotonic())),
     )
     again: list[tuple[str, int]] = []
     for tp, future in futures.items():

@@ -119,7 +119,8 @@ def make_backend(settings: BridgeSettings, pipeline: StepList) -> StateBackend:
 
 class _Watermarks:
     """The changelog partitions' watermarks, asked of one admin client, which is replaced by a
-    new one when a settling error outlasts half the timeout (see ``changelog_watermarks``)."""
+    new one when a settling error outlasts a quarter of the timeout (see
+    ``changelog_watermarks``)."""
 
     def __init__(self, admin: AdminClient, conf: dict[str, Any], timeout: float) -> None:
         self._admin, self._conf, self._timeout = admin, conf, timeout

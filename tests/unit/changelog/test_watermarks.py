@@ -18,7 +18,8 @@ class StaleEpochAdmin:
     (a cached leader epoch behind an election), then answers."""
 
     def __init__(self, refreshes: bool = True) -> None:
-        self.refreshes, self.refreshed, self.asked = refreshes, set(), 0
+        self.refreshes, self.asked = refreshes, 0
+        self.refreshed: set[str] = set()
 
     def list_topics(self, topic: str, timeout: float) -> None:
         if self.refreshes:
@@ -51,7 +52,7 @@ def test_a_stale_epoch_past_the_deadline_names_the_partition() -> None:
                              settling=settling)  # fmt: skip
 
 
-def test_a_refusal_lasting_half_the_timeout_asks_a_new_client() -> None:
+def test_a_refusal_lasting_a_quarter_of_the_timeout_asks_a_new_client() -> None:
     stale, fresh = StaleEpochAdmin(refreshes=False), StaleEpochAdmin()
     fresh.refreshed.add("cl")  # a new client's metadata is current
     renewed: list[StaleEpochAdmin] = []
@@ -62,3 +63,49 @@ def test_a_refusal_lasting_half_the_timeout_asks_a_new_client() -> None:
 
     marks = changelog_watermarks(stale, [("cl", 0)], 1.0, settling=settling, renew=renew)
     assert marks == {("cl", 0): (5, 5)} and renewed == [fresh]
+
+
+class StuckLookupAdmin:
+    """librdkafka's leader lookup that cannot find the leader in its metadata: the request
+    takes its whole timeout (on a fake clock), then LEADER_NOT_AVAILABLE."""
+
+    def __init__(self, clock: list[float]) -> None:
+        self.clock = clock
+        self.timeouts: list[float] = []
+
+    def list_topics(self, topic: str, timeout: float) -> None:
+        pass  # a refresh that does not help
+
+    def list_offsets(self, request: dict[Any, Any], **kw: Any) -> dict[Any, Future[Any]]:
+        self.timeouts.append(kw["request_timeout"])
+        self.clock[0] += kw["request_timeout"]
+        out: dict[Any, Future[Any]] = {}
+        for tp in request:
+            future: Future[Any] = Future()
+            out[tp] = future
+            future.set_exception(KafkaException(KafkaError(KafkaError.LEADER_NOT_AVAILABLE)))
+        return out
+
+
+def test_a_leader_lookup_holding_the_request_leaves_time_for_a_new_client(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The soak's exit: LEADER_NOT_AVAILABLE for all 30 s although the partition had a new
+    leader within a second; one round used the whole timeout, so no new client was asked."""
+    clock = [1000.0]
+    fake_time = type(
+        "T",
+        (),
+        {
+            "monotonic": staticmethod(lambda: clock[0]),
+            "sleep": staticmethod(lambda s: clock.__setitem__(0, clock[0] + s)),
+        },
+    )
+    monkeypatch.setattr("changelog.topics.time", fake_time)
+    stuck, fresh = StuckLookupAdmin(clock), StaleEpochAdmin()
+    fresh.refreshed.add("cl")
+
+    marks = changelog_watermarks(stuck, [("cl", 0)], 30.0, settling=settling, renew=lambda: fresh)
+    assert marks == {("cl", 0): (5, 5)}
+    assert max(stuck.timeouts) <= 5.0  # no round takes more than a sixth of the timeout
+    assert clock[0] - 1000.0 < 15.0  # the new client answered before half the timeout
