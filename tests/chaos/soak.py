@@ -21,6 +21,7 @@ import argparse
 import csv
 import os
 import random
+import shutil
 import statistics
 import sys
 import tempfile
@@ -291,6 +292,16 @@ def fault_names(choice: str) -> list[str]:
     return names
 
 
+# Disk the three brokers' logs take per input record (input, output, changelog and DLQ topics,
+# three replicas each, nothing deleted within a soak): 24 GB after 2 h at 2000 records/s.
+DISK_BYTES_PER_RECORD = 1700
+
+
+def disk_needed(rate: int, duration: float) -> int:
+    """Bytes of broker logs a soak writes (with a quarter to spare)."""
+    return int(rate * duration * DISK_BYTES_PER_RECORD * 1.25)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tests.chaos.soak", description=__doc__)
     parser.add_argument("--duration", type=float, default=7200, help="seconds (default 2 h)")
@@ -305,13 +316,26 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=Path("bench/results/soak"))
     args = parser.parse_args(argv)
     faults = fault_names(args.faults)
-    rig = Rig(Path(tempfile.mkdtemp(prefix="eos-soak-"))).start()
+    need, free = (
+        disk_needed(args.rate, args.duration),
+        shutil.disk_usage(tempfile.gettempdir()).free,
+    )
+    if free < need:
+        raise SystemExit(
+            f"the soak needs about {need / 1e9:.0f} GB free in {tempfile.gettempdir()} for its "
+            f"brokers' logs (--rate {args.rate} for {args.duration:.0f} s), has {free / 1e9:.0f} GB"
+        )
+    workdir = Path(tempfile.mkdtemp(prefix="eos-soak-"))
+    rig = Rig(workdir).start()
     os.environ.update(IMAGE_ENV)  # the bridges (subprocesses) run with the image's environment
     try:
         result = run(rig, args.out, args.duration, args.rate, args.fault_period,
                      args.sample_every, args.seed, faults)  # fmt: skip
     finally:
         rig.stop()
+        shutil.rmtree(
+            workdir, ignore_errors=True
+        )  # tens of GB of broker logs; results are in --out
     print(orjson.dumps(asdict(result), option=orjson.OPT_INDENT_2).decode())
     print(f"command: {' '.join(sys.argv)}")
     return 0 if result.error is None else 1
