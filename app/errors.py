@@ -46,6 +46,7 @@ Messages name the setting, topic/partition/offset and what to do.
 
 from __future__ import annotations
 
+import traceback
 from collections.abc import Sequence
 
 
@@ -170,3 +171,25 @@ class OutputNotEncodable(RecordError):
 class StateKeyTooLarge(RecordError):
     """A state key (the record key of a stateful step, or its dedupe id) is larger than a
     store and its changelog topic can take (``app.state.keys.MAX_STATE_KEY_BYTES``)."""
+
+
+def forget_frames(exc: BaseException) -> None:
+    """Drop the local variables of the finished frames in ``exc``'s traceback and in those of
+    its causes, once the error has been dealt with in-process.
+
+    Those frames hold what the failed call used — a fenced producer, a closed consumer — and
+    an exception sits in a reference cycle with the frame that raised it, so without this a
+    replaced client (its librdkafka threads, sockets and buffers) lives until a full garbage
+    collection, which a large heap makes rare: the 2-hour soak kept four re-created producers
+    and 18 of their threads in one process after 50 minutes. Frames still running are left
+    alone (``traceback.clear_frames`` skips them).
+    """
+    seen: set[int] = set()
+    pending: list[BaseException | None] = [exc]
+    while pending:
+        current = pending.pop()
+        if current is None or id(current) in seen:
+            continue
+        seen.add(id(current))
+        traceback.clear_frames(current.__traceback__)
+        pending += [current.__cause__, current.__context__]

@@ -31,6 +31,7 @@ from app.errors import (
     KafkaFatalError,
     OffsetsUnfetched,
     RecordError,
+    forget_frames,
 )
 from app.kafka.errors import (
     Reaction,
@@ -148,6 +149,7 @@ class Bridge:
                 self._run_once()
             except (BridgeError, KafkaException) as exc:
                 self._ladder.react(exc)
+                forget_frames(exc)  # dealt with: what its frames held may go now
         self.shutdown()
 
     def _run_once(self) -> None:

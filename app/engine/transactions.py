@@ -16,7 +16,7 @@ from typing import TypeVar
 from confluent_kafka import OFFSET_BEGINNING, KafkaException, TopicPartition
 
 from app.engine.watchdog import Watchdog
-from app.errors import CheckpointAborted, KafkaFatalError, ProducerFenced
+from app.errors import CheckpointAborted, KafkaFatalError, ProducerFenced, forget_frames
 from app.kafka.errors import RETRY_PAUSE_S, Reaction, bridge_error, classify, describe
 from app.kafka.ports import ConsumerPort, NewProducer, ProducerPort
 from app.offsets import OffsetStore
@@ -157,6 +157,7 @@ class Transactions:
         try:
             self._abort_open()
         except ProducerFenced as exc:
+            forget_frames(exc)  # they hold the fenced producer
             self.recreate(str(exc), rewind=rewind)
             return
         self._discard_uncommitted()
@@ -198,6 +199,7 @@ class Transactions:
         try:
             self.init()
         except ProducerFenced as exc:
+            forget_frames(exc)
             self.recreate(str(exc), rewind=rewind)
             return
         if rewind:
@@ -295,4 +297,7 @@ class Transactions:
                 error = bridge_error(what, exc)
                 if what == "commit_transaction" and isinstance(error, CheckpointAborted):
                     error.reason = "commit_failed"  # a delivery of this transaction failed
-                raise error from exc
+                try:
+                    raise error from exc
+                finally:
+                    del error  # no cycle between this frame and the exception it raised

@@ -40,6 +40,7 @@ def test_fenced_producer_is_recreated_in_process(kafka: KafkaFixture, bridges: M
     _phase(kafka, src, 0)
     wait_caught_up(kafka, settings["group_id"], src, 120, [bridge])
 
+    threads = _threads(bridge)
     intruder = kafka.transactional_producer(f"{settings['group_id']}-i0")  # bumps the epoch
     intruder.flush(10)
     del intruder  # ... and goes away
@@ -49,6 +50,9 @@ def test_fenced_producer_is_recreated_in_process(kafka: KafkaFixture, bridges: M
     logs = bridge.logs()
     assert "re-creating the producer (1/3 in a row)" in logs, logs[-3000:]
     assert bridge.running() and bridge.starts == 1
+    # The old producer's librdkafka threads are gone (a long-running bridge re-creates its
+    # producer after every fence; threads and fds must stay flat over hours).
+    wait_until(lambda: _threads(bridge) <= threads, 60, f"threads back to {threads}")
     assert bridge.terminate() == 0, bridge.logs()[-3000:]
     assert_exactly_once(kafka, src, out)
     assert kafka.read_all(dlq) == []
