@@ -174,15 +174,16 @@ class StateKeyTooLarge(RecordError):
 
 
 def forget_frames(exc: BaseException) -> None:
-    """Drop the local variables of the finished frames in ``exc``'s traceback and in those of
-    its causes, once the error has been dealt with in-process.
+    """Once an error has been dealt with in-process: drop the tracebacks of ``exc`` and of its
+    causes, after clearing the local variables of their finished frames.
 
-    Those frames hold what the failed call used — a fenced producer, a closed consumer — and
-    an exception sits in a reference cycle with the frame that raised it, so without this a
-    replaced client (its librdkafka threads, sockets and buffers) lives until a full garbage
-    collection, which a large heap makes rare: the 2-hour soak kept four re-created producers
-    and 18 of their threads in one process after 50 minutes. Frames still running are left
-    alone (``traceback.clear_frames`` skips them).
+    Those frames hold what the failed call used — a fenced producer in a local or in a
+    lambda's closure (a cleared frame still holds its function) — and a handled error can
+    outlive its handler: the 2-hour soak kept four replaced producers in one process after 50
+    minutes, each reachable only through the traceback of the error that had replaced it, and
+    a full ``gc.collect()`` there freed nothing. Each kept its librdkafka threads, sockets and
+    buffers. The messages stay; only where they were raised is forgotten (already logged).
+    Frames still running are left alone (``traceback.clear_frames`` skips them).
     """
     seen: set[int] = set()
     pending: list[BaseException | None] = [exc]
@@ -192,4 +193,5 @@ def forget_frames(exc: BaseException) -> None:
             continue
         seen.add(id(current))
         traceback.clear_frames(current.__traceback__)
+        current.__traceback__ = None
         pending += [current.__cause__, current.__context__]
