@@ -333,9 +333,8 @@ def main(argv: list[str] | None = None) -> int:
                      args.sample_every, args.seed, faults)  # fmt: skip
     finally:
         rig.stop()
-        shutil.rmtree(
-            workdir, ignore_errors=True
-        )  # tens of GB of broker logs; results are in --out
+        # Tens of GB of broker logs; the results are in --out.
+        shutil.rmtree(workdir, ignore_errors=True)
     print(orjson.dumps(asdict(result), option=orjson.OPT_INDENT_2).decode())
     print(f"command: {' '.join(sys.argv)}")
     return 0 if result.error is None else 1
