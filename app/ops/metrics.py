@@ -14,7 +14,14 @@ from collections.abc import Iterable, Iterator
 from importlib.metadata import PackageNotFoundError, version
 
 import confluent_kafka
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, ProcessCollector
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    GCCollector,
+    Histogram,
+    ProcessCollector,
+)
 from prometheus_client.core import CounterMetricFamily
 from prometheus_client.registry import Collector
 
@@ -53,6 +60,7 @@ class Metrics:
         r = self.registry
         # process_start_time_seconds & co.: the restart alert counts changes of the start time.
         ProcessCollector(registry=r)
+        GCCollector(registry=r)  # python_gc_*: collections per generation (the soak samples them)
         r.register(_LateRecords())
         r.register(Resources())  # heap, RocksDB memory, librdkafka queues
         build = Gauge(

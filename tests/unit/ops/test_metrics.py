@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import io
 import json
 import logging
@@ -172,3 +173,12 @@ def test_the_docs_list_every_metric_the_bridge_exports() -> None:
         if family.name.startswith("eos_bridge_")
     }
     assert listed == exported
+
+
+def test_garbage_collections_are_exported() -> None:
+    """python_gc_*: the soak's gc_collections column was always 0 without them."""
+    registry = Metrics().registry
+    before = registry.get_sample_value("python_gc_collections_total", {"generation": "2"})
+    gc.collect()
+    after = registry.get_sample_value("python_gc_collections_total", {"generation": "2"})
+    assert before is not None and after is not None and after > before
