@@ -2,7 +2,8 @@
 pipeline in interleaved repetitions, write ``bench/results/latest.{json,md,png}``.
 
 Each contender is its own process (its own CPU seconds and peak RSS); each repetition runs the
-contenders in a rotated order, so slow phases of a shared machine hit all of them alike.
+contenders in a rotated order, so slow phases of a shared machine hit all of them alike, and a
+contender's commit intervals back to back (:func:`schedule`).
 """
 
 from __future__ import annotations
@@ -163,6 +164,18 @@ def rotated(contenders: list[Contender], rep: int) -> list[Contender]:
     return contenders[k:] + contenders[:k]
 
 
+def schedule(
+    pipelines: list[str], contenders: list[Contender], intervals: list[float], rep: int
+) -> list[tuple[str, Contender, float]]:
+    """One repetition's throughput runs, in order: per pipeline, the contenders rotated; each
+    contender's commit intervals back to back, shortest first in even repetitions and longest
+    first in odd ones. A contender's interval ratio (issue 34: 0.1 s against 1 s) then
+    compares two adjacent runs, not two halves of the repetition minutes apart, and neither
+    interval always runs first after another contender."""
+    ordered = sorted(intervals) if rep % 2 == 0 else sorted(intervals, reverse=True)
+    return [(p, c, i) for p in pipelines for c in rotated(contenders, rep) for i in ordered]
+
+
 def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     pipelines = [p.strip() for p in args.pipelines.split(",") if p.strip()]
     contenders = [BY_KEY[k.strip()] for k in args.contenders.split(",") if k.strip()]
@@ -211,20 +224,16 @@ def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
             )
         for rep in range(args.reps):
             maxima: dict[tuple[str, float], dict[str, float]] = {}
-            for interval in args.intervals:
-                for pipeline in pipelines:
-                    for c in rotated(contenders, rep):
-                        if not runs_on(c, pipeline):
-                            continue
-                        settle(broker_pid)
-                        entry = _throughput(
-                            c, args, bootstrap, pipeline, rep, workdir, timeout, source, interval
-                        )
-                        runs.append(entry)
-                        if "error" not in entry:
-                            maxima.setdefault((pipeline, interval), {})[c.key] = entry[
-                                "records_per_s"
-                            ]
+            for pipeline, c, interval in schedule(pipelines, contenders, args.intervals, rep):
+                if not runs_on(c, pipeline):
+                    continue
+                settle(broker_pid)
+                entry = _throughput(
+                    c, args, bootstrap, pipeline, rep, workdir, timeout, source, interval
+                )
+                runs.append(entry)
+                if "error" not in entry:
+                    maxima.setdefault((pipeline, interval), {})[c.key] = entry["records_per_s"]
             if args.latency_rate != 0:
                 latency += _latency_rep(args, contenders, maxima, rep, broker_pid, bootstrap,
                                         workdir, source)  # fmt: skip

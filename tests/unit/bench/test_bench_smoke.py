@@ -68,3 +68,24 @@ def test_the_run_ends_at_the_last_output_record_not_at_the_next_commit() -> None
 
 def test_output_appended_after_the_group_caught_up_keeps_the_commit_as_the_end() -> None:
     assert _polled([10, 50], final=500) == (-1.0, -1.0)
+
+
+def test_a_contenders_commit_intervals_run_back_to_back_in_alternating_order() -> None:
+    """Issue 34's 0.1 s / 1 s ratio compares adjacent runs of one contender: a repetition that
+    ran every 0.1 s run and then every 1 s run let the machine's load shift between them."""
+    from bench.cli import schedule
+    from bench.contenders import BY_KEY
+
+    a, b = BY_KEY["bridge-eos"], BY_KEY["kstreams-eos"]
+    even = schedule(["p1", "p2"], [a, b], [1.0, 0.1], rep=0)
+    odd = schedule(["p1", "p2"], [a, b], [1.0, 0.1], rep=1)
+    assert [(p, c.key, i) for p, c, i in even] == [
+        ("p1", "bridge-eos", 0.1), ("p1", "bridge-eos", 1.0),
+        ("p1", "kstreams-eos", 0.1), ("p1", "kstreams-eos", 1.0),
+        ("p2", "bridge-eos", 0.1), ("p2", "bridge-eos", 1.0),
+        ("p2", "kstreams-eos", 0.1), ("p2", "kstreams-eos", 1.0),
+    ]  # fmt: skip
+    assert [(p, c.key, i) for p, c, i in odd][:4] == [
+        ("p1", "kstreams-eos", 1.0), ("p1", "kstreams-eos", 0.1),
+        ("p1", "bridge-eos", 1.0), ("p1", "bridge-eos", 0.1),
+    ]  # fmt: skip
