@@ -223,12 +223,36 @@ def growth(csv_path: Path, warm_up: float = WARM_UP_S) -> list[dict[str, Any]]:
                 "rss_growth_pct_per_hour": _pct_per_hour(late, _rss),
                 "rss_growth_pct_per_hour_second_half": _pct_per_hour(late[len(late) // 2 :], _rss),
                 "rss_less_rocksdb_growth_pct_per_hour": _pct_per_hour(late, _rss_less_rocksdb),
+                **_after_cache_full(late, warm_up, t0),
                 "rocksdb_mib": [_median_mib(x, "rocksdb_bytes") for x in (head, tail)],
                 "fds": [int(head[0]["fds"]), int(tail[-1]["fds"])],
                 "threads": [int(head[0]["threads"]), int(tail[-1]["threads"])],
             }
         out.append(seen)
     return out
+
+
+def _after_cache_full(rows: list[dict[str, str]], span: float, t0: float) -> dict[str, Any]:
+    """RSS growth from the first sample whose RocksDB memory (5-minute median, as memtables
+    come and go) reached 95 % of its highest such median: the block cache is bounded, so
+    growth while it fills is not a leak. Reported when at least ``span`` seconds follow;
+    ``cache_full_at_s`` counts from the process's first sample (``t0``)."""
+    window = 30  # samples: 5 minutes at one per 10 s
+    if len(rows) < window:
+        return {}
+    smooth = [
+        statistics.median(float(r["rocksdb_bytes"]) for r in rows[i : i + window])
+        for i in range(len(rows) - window + 1)
+    ]
+    top = max(smooth)
+    first = next(i for i, v in enumerate(smooth) if v >= 0.95 * top) + window - 1
+    after = rows[first:]
+    if float(after[-1]["t_s"]) - float(after[0]["t_s"]) < span:
+        return {}
+    return {
+        "cache_full_at_s": round(float(after[0]["t_s"]) - t0),
+        "rss_growth_pct_per_hour_after_cache_full": _pct_per_hour(after, _rss),
+    }
 
 
 def _rss(row: dict[str, str]) -> float:

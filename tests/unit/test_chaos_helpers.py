@@ -90,6 +90,29 @@ def test_soak_growth_is_per_process_after_the_warm_up(tmp_path: Path) -> None:
     assert short == {"instance": "i1", "pid": 2, "seconds": 590.0}
 
 
+def test_soak_growth_after_the_block_cache_filled(tmp_path: Path) -> None:
+    """RocksDB's memory fills to its cap over the first 40 minutes (memtables adding +-8 MiB
+    sample to sample); RSS follows it and otherwise grows 1 MiB per hour. Growth from minute 15
+    includes the filling; from when the cache is full it is the 1 MiB/h alone."""
+    from tests.chaos.soak import FIELDS, growth
+
+    rows = []
+    for k, t in enumerate(range(0, 7200, 10)):
+        rocksdb = (10 + 54 * min(t, 2400) / 2400 + (8 if k % 2 else -8)) * 2**20
+        rss = 100 * 2**20 + rocksdb + t / 3600 * 2**20
+        rows.append({"t_s": t, "instance": "i0", "pid": 1, "rss_bytes": rss,
+                     "rocksdb_bytes": rocksdb, "fds": 40, "threads": 12})  # fmt: skip
+    path = tmp_path / "soak.csv"
+    with path.open("w", newline="") as f:
+        out = csv.DictWriter(f, FIELDS, restval=0)
+        out.writeheader()
+        out.writerows(rows)
+    (process,) = growth(path)
+    assert 2200 <= process["cache_full_at_s"] <= 2700
+    assert process["rss_growth_pct_per_hour"] > 10  # the filling, from ~122 MiB at 15 min
+    assert 0.4 < process["rss_growth_pct_per_hour_after_cache_full"] < 0.8  # 1 MiB/h, ~165 MiB
+
+
 def test_soak_fault_choice() -> None:
     from tests.chaos.soak import BRIDGE_FAULTS, SOAK_FAULTS, fault_names
 
