@@ -52,6 +52,12 @@ IMAGE_ENV = {"MALLOC_ARENA_MAX": "2"}
 # Faults that end a bridge process on purpose: ``--faults brokers`` leaves them out, so each
 # process lives the whole soak and its memory curve is one line (a restart hides a leak).
 BRIDGE_FAULTS = {"kill-bridge", "rolling-bridge-restart", "zombie-bridge"}
+# The watchdog's deadline as with librdkafka's default timeouts (call_timeout 30 s + 15 s), not
+# the 12 s the chaos rig's short request and session timeouts derive: a broker paused for 20-30 s
+# or restarted in turn ends calls that may well have returned (attempt 11: seven exit-3 restarts
+# in 2 hours; whether any was a real hang, librdkafka #5456, cannot be told), and each restart
+# cuts the memory curves this run is for. `make failover` keeps the short deadline.
+STUCK_CALL_TIMEOUT_S = 45.0
 WARM_UP_S = 900  # growth is measured after the first 15 minutes of each process
 FIELDS = ["t_s", "instance", "pid", "rss_bytes", "vms_bytes", "fds", "threads", "cpu_s",
           "input_records", "gc_collections", "python_blocks", "rocksdb_bytes",
@@ -157,7 +163,8 @@ def run(rig: Rig, out: Path, duration: float, rate: int, fault_period: float,
     so a short run on a slow machine still has its fault)."""
     (out / "logs").mkdir(parents=True, exist_ok=True)
     rng, started = random.Random(seed), time.monotonic()
-    scene = Scene(rig, out / "logs", records=200_000, proxied=True, pipeline=PIPELINE)
+    scene = Scene(rig, out / "logs", records=200_000, proxied=True, pipeline=PIPELINE,
+                  stuck_call_timeout=STUCK_CALL_TIMEOUT_S)  # fmt: skip
     feed, sampler = RateFeed(scene, rate), Sampler(scene, out / "soak.csv", every)
     result = SoakResult(0, 0, 0, [])
     try:
