@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import csv
+import threading
 from array import array
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from confluent_kafka import KafkaError, KafkaException
@@ -18,6 +20,7 @@ from tests.support.chaos import (
     _InputOrder,
     _SeenCheck,
     java_hash_partition,
+    record_id_of,
 )
 
 
@@ -111,6 +114,38 @@ def test_soak_growth_after_the_block_cache_filled(tmp_path: Path) -> None:
     assert 2200 <= process["cache_full_at_s"] <= 2700
     assert process["rss_growth_pct_per_hour"] > 10  # the filling, from ~122 MiB at 15 min
     assert 0.4 < process["rss_growth_pct_per_hour_after_cache_full"] < 0.8  # 1 MiB/h, ~165 MiB
+
+
+def test_the_soak_feed_goes_on_after_a_chunk_that_was_not_confirmed() -> None:
+    """Attempt 11's feed thread died when a rolling broker restart outlasted a seed's flush;
+    the soak then ran on without input. Now the chunk is noted and the feed goes on with new
+    ids (never the same ids twice: the oracle requires unique inputs)."""
+    from tests.chaos.soak import FIRST_ID, RateFeed
+
+    class Kafka:
+        def __init__(self) -> None:
+            self.chunks: list[list[bytes]] = []  # values
+            self.more = threading.Event()
+
+        def seed(self, topic: str, values: list[bytes], keys: list[bytes]) -> None:
+            self.chunks.append(values)
+            if len(self.chunks) == 1:
+                raise RuntimeError(f"seeding {topic!r} failed: flush timed out")
+            if len(self.chunks) >= 3:
+                self.more.set()
+
+    kafka = Kafka()
+    feed = RateFeed(SimpleNamespace(kafka=kafka, src="in"), rate=1000)  # type: ignore[arg-type]
+    feed.start()
+    try:
+        assert kafka.more.wait(60), "the feed stopped after the failed chunk"
+    finally:
+        feed.stopped.set()
+        feed.join()
+    assert len(feed.errors) == 1 and "flush timed out" in feed.errors[0]
+    assert f"ids from {FIRST_ID}:" in feed.errors[0]
+    ids = [record_id_of(v) for chunk in kafka.chunks for v in chunk]
+    assert len(ids) == len(set(ids)), "an id was fed twice"
 
 
 def test_soak_fault_choice() -> None:
