@@ -54,7 +54,7 @@ IMAGE_ENV = {"MALLOC_ARENA_MAX": "2"}
 BRIDGE_FAULTS = {"kill-bridge", "rolling-bridge-restart", "zombie-bridge"}
 # The watchdog's deadline as with librdkafka's default timeouts (call_timeout 30 s + 15 s), not
 # the 12 s the chaos rig's short request and session timeouts derive: a broker paused for 20-30 s
-# or restarted in turn ends calls that may well have returned (attempt 11: seven exit-3 restarts
+# or restarted in turn ends calls that may well have returned (attempt 11: six exit-3 restarts
 # in 2 hours; whether any was a real hang, librdkafka #5456, cannot be told), and each restart
 # cuts the memory curves this run is for. `make failover` keeps the short deadline.
 STUCK_CALL_TIMEOUT_S = 45.0
