@@ -88,6 +88,10 @@ _SETTLING = frozenset(
         KafkaError.FENCED_LEADER_EPOCH,
         KafkaError.UNKNOWN_LEADER_EPOCH,
         KafkaError.OFFSET_NOT_AVAILABLE,
+        # librdkafka's admin ListOffsets when its metadata names no leader for the partition
+        # yet ("Failed to query partition leaders: No leaders found"): a 2-hour soak's
+        # kill-group-coordinator fault made a restore's watermark look-up exit on it.
+        KafkaError._NOENT,
     }
 )
 

@@ -14,11 +14,11 @@ from changelog.topics import changelog_watermarks
 
 
 class StaleEpochAdmin:
-    """ListOffsets meets FENCED_LEADER_EPOCH until the topic's metadata was asked for again
-    (a cached leader epoch behind an election), then answers."""
+    """ListOffsets meets ``code`` (FENCED_LEADER_EPOCH: a cached leader epoch behind an
+    election) until the topic's metadata was asked for again, then answers."""
 
-    def __init__(self, refreshes: bool = True) -> None:
-        self.refreshes, self.asked = refreshes, 0
+    def __init__(self, refreshes: bool = True, code: int = KafkaError.FENCED_LEADER_EPOCH) -> None:
+        self.refreshes, self.asked, self.code = refreshes, 0, code
         self.refreshed: set[str] = set()
 
     def list_topics(self, topic: str, timeout: float) -> None:
@@ -33,7 +33,7 @@ class StaleEpochAdmin:
             if tp.topic in self.refreshed:
                 future.set_result(type("Info", (), {"offset": 5}))
             else:
-                future.set_exception(KafkaException(KafkaError(KafkaError.FENCED_LEADER_EPOCH)))
+                future.set_exception(KafkaException(KafkaError(self.code)))
             out[tp] = future
         return out
 
@@ -44,6 +44,14 @@ def test_a_stale_leader_epoch_is_retried_after_a_metadata_refresh() -> None:
     assert admin.refreshed == {"cl"}
     assert marks == {("cl", 0): (5, 5), ("cl", 1): (5, 5)}
     assert admin.asked == 3  # earliest: refused, then answered; latest: answered
+
+
+def test_no_leader_found_by_the_admin_lookup_is_asked_again() -> None:
+    """librdkafka's admin ListOffsets answers _NOENT ("Failed to query partition leaders: No
+    leaders found") while an election is in flight; a soak's bridge exited on it."""
+    admin = StaleEpochAdmin(code=KafkaError._NOENT)
+    assert changelog_watermarks(admin, [("cl", 0)], 10, settling=settling) == {("cl", 0): (5, 5)}
+    assert admin.refreshed == {"cl"}
 
 
 def test_a_stale_epoch_past_the_deadline_names_the_partition() -> None:
