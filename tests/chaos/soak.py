@@ -156,7 +156,8 @@ class SoakResult:
     faults: list[str]
     records: int = 0
     aborted_seen_uncommitted: int = 0
-    restarts: int = 0
+    restarts: int = 0  # exits 3 or 5 restarted by the supervisor (as Kubernetes would)
+    liveness_kills: int = 0  # /livez failed 3 times in a row: SIGKILL and restart
     feed_errors: list[str] = field(default_factory=list)
     processes: list[dict[str, Any]] = field(default_factory=list)
     error: str | None = None
@@ -210,6 +211,7 @@ def run(rig: Rig, out: Path, duration: float, rate: int, fault_period: float,
             sampler.join()
         scene.close()
         result.restarts, result.samples = scene.sup.restarts, sampler.rows
+        result.liveness_kills = scene.sup.liveness_kills
         result.fed, result.seconds = feed.fed + scene.feeder.fed, time.monotonic() - started
         result.feed_errors = feed.errors
         result.plot = plot(out / "soak.csv", out / "soak.png")
@@ -223,7 +225,10 @@ def growth(csv_path: Path, warm_up: float = WARM_UP_S) -> list[dict[str, Any]]:
     ``warm_up`` by at least as long again, RSS growth per hour from the warm-up's end to its
     last sample (medians of the first and last 5 % of those samples) and fds/threads there;
     also the same over the second half of those samples (after RocksDB's bounded caches have
-    had longer to fill) and for RSS less RocksDB's own memory (what a leak would be)."""
+    had longer to fill) and for RSS less RocksDB's own memory (what a leak would be). The
+    ``*_trend_*`` figures are least-squares slopes over every sample of the span, in % per
+    hour of the fitted start: two 5 % windows of a short span can land on a high and a low of
+    RSS's ±20 MiB swings (a batch, a collection), a fit over all samples does not."""
     if not csv_path.exists():
         return []
     with csv_path.open() as f:
@@ -241,6 +246,8 @@ def growth(csv_path: Path, warm_up: float = WARM_UP_S) -> list[dict[str, Any]]:
                 "rss_mib": [_median_mib(x, "rss_bytes") for x in (head, tail)],
                 "rss_growth_pct_per_hour": _pct_per_hour(late, _rss),
                 "rss_growth_pct_per_hour_second_half": _pct_per_hour(late[len(late) // 2 :], _rss),
+                "rss_trend_pct_per_hour": _trend_pct_per_hour(late, _rss),
+                "rss_less_rocksdb_trend_pct_per_hour": _trend_pct_per_hour(late, _rss_less_rocksdb),
                 "rss_less_rocksdb_growth_pct_per_hour": _pct_per_hour(late, _rss_less_rocksdb),
                 **_after_cache_full(late, warm_up, t0),
                 "rocksdb_mib": [_median_mib(x, "rocksdb_bytes") for x in (head, tail)],
@@ -271,6 +278,7 @@ def _after_cache_full(rows: list[dict[str, str]], span: float, t0: float) -> dic
     return {
         "cache_full_at_s": round(float(after[0]["t_s"]) - t0),
         "rss_growth_pct_per_hour_after_cache_full": _pct_per_hour(after, _rss),
+        "rss_trend_pct_per_hour_after_cache_full": _trend_pct_per_hour(after, _rss),
     }
 
 
@@ -289,6 +297,16 @@ def _pct_per_hour(rows: list[dict[str, str]], value: Callable[[dict[str, str]], 
     hours = (float(tail[-1]["t_s"]) - float(head[0]["t_s"])) / 3600
     v0, v1 = (statistics.median(value(r) for r in x) for x in (head, tail))
     return round((v1 - v0) / v0 * 100 / hours, 2)
+
+
+def _trend_pct_per_hour(
+    rows: list[dict[str, str]], value: Callable[[dict[str, str]], float]
+) -> float:
+    """Least-squares slope per hour, in % of the fitted value at the first sample."""
+    hours = [float(r["t_s"]) / 3600 for r in rows]
+    values = [value(r) for r in rows]
+    slope, intercept = statistics.linear_regression(hours, values)
+    return round(slope / (intercept + slope * hours[0]) * 100, 2)
 
 
 def _median_mib(rows: list[dict[str, str]], column: str) -> float:

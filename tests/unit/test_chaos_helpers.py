@@ -90,6 +90,7 @@ def test_soak_growth_is_per_process_after_the_warm_up(tmp_path: Path) -> None:
         long_lived["rss_less_rocksdb_growth_pct_per_hour"] == long_lived["rss_growth_pct_per_hour"]
     )
     assert 1.8 < long_lived["rss_growth_pct_per_hour_second_half"] < 1.97
+    assert 1.95 < long_lived["rss_trend_pct_per_hour"] < 2.0  # 2 MiB/h from ~100.5 MiB
     assert short == {"instance": "i1", "pid": 2, "seconds": 590.0}
 
 
@@ -114,6 +115,28 @@ def test_soak_growth_after_the_block_cache_filled(tmp_path: Path) -> None:
     assert 2200 <= process["cache_full_at_s"] <= 2700
     assert process["rss_growth_pct_per_hour"] > 10  # the filling, from ~122 MiB at 15 min
     assert 0.4 < process["rss_growth_pct_per_hour_after_cache_full"] < 0.8  # 1 MiB/h, ~165 MiB
+    assert 0.55 < process["rss_trend_pct_per_hour_after_cache_full"] < 0.65
+
+
+def test_the_soak_growth_trend_is_not_moved_by_where_the_swings_fall(tmp_path: Path) -> None:
+    """Flat RSS swinging ±20 MiB, low through the span's first 5 % and high through its last
+    (attempt 12's 26-minute span read +23 %/h from its two 5 % windows): the fit over every
+    sample moves far less."""
+    from tests.chaos.soak import FIELDS, growth
+
+    rows = []
+    for t in range(0, 3600, 10):
+        swing = -20 if t < 1030 else 20 if t >= 3470 else (20 if (t // 10) % 2 else -20)
+        rows.append({"t_s": t, "instance": "i0", "pid": 1, "rss_bytes": (200 + swing) * 2**20,
+                     "fds": 40, "threads": 12})  # fmt: skip
+    path = tmp_path / "soak.csv"
+    with path.open("w", newline="") as f:
+        out = csv.DictWriter(f, FIELDS, restval=0)
+        out.writeheader()
+        out.writerows(rows)
+    (process,) = growth(path)
+    assert process["rss_growth_pct_per_hour"] > 25  # the two windows: 180 -> 220 MiB in 45 min
+    assert abs(process["rss_trend_pct_per_hour"]) < process["rss_growth_pct_per_hour"] / 3
 
 
 def test_the_soak_feed_goes_on_after_a_chunk_that_was_not_confirmed() -> None:
