@@ -64,8 +64,20 @@ def test_a_supervised_wait_that_times_out_says_what_it_saw_last() -> None:
     assert message.endswith("; committed {0: 5}")
 
 
+def _soak_csv(tmp_path: Path, rows: list[dict[str, float]]) -> Path:
+    """The soak's CSV holding ``rows`` (missing columns 0)."""
+    from tests.chaos.soak import FIELDS
+
+    path = tmp_path / "soak.csv"
+    with path.open("w", newline="") as f:
+        out = csv.DictWriter(f, FIELDS, restval=0)
+        out.writeheader()
+        out.writerows(rows)
+    return path
+
+
 def test_soak_growth_is_per_process_after_the_warm_up(tmp_path: Path) -> None:
-    from tests.chaos.soak import FIELDS, growth
+    from tests.chaos.soak import growth
 
     rows = []
     for t in range(0, 7200, 10):  # i0: one process, 100 MiB growing 2 MiB per hour
@@ -75,11 +87,7 @@ def test_soak_growth_is_per_process_after_the_warm_up(tmp_path: Path) -> None:
     for t in range(0, 600, 10):  # i1: killed after 10 minutes, too short to measure
         rows.append({"t_s": t, "instance": "i1", "pid": 2, "rss_bytes": 2**27, "fds": 40,
                      "threads": 12})  # fmt: skip
-    path = tmp_path / "soak.csv"
-    with path.open("w", newline="") as f:
-        out = csv.DictWriter(f, FIELDS, restval=0)
-        out.writeheader()
-        out.writerows(rows)
+    path = _soak_csv(tmp_path, rows)
     long_lived, short = growth(path)
     assert long_lived["instance"] == "i0" and long_lived["fds"] == [40, 40]
     # 2 MiB/h on ~100.6 MiB at 15 min: just under 2 % per hour
@@ -98,7 +106,7 @@ def test_soak_growth_after_the_block_cache_filled(tmp_path: Path) -> None:
     """RocksDB's memory fills to its cap over the first 40 minutes (memtables adding +-8 MiB
     sample to sample); RSS follows it and otherwise grows 1 MiB per hour. Growth from minute 15
     includes the filling; from when the cache is full it is the 1 MiB/h alone."""
-    from tests.chaos.soak import FIELDS, growth
+    from tests.chaos.soak import growth
 
     rows = []
     for k, t in enumerate(range(0, 7200, 10)):
@@ -106,11 +114,7 @@ def test_soak_growth_after_the_block_cache_filled(tmp_path: Path) -> None:
         rss = 100 * 2**20 + rocksdb + t / 3600 * 2**20
         rows.append({"t_s": t, "instance": "i0", "pid": 1, "rss_bytes": rss,
                      "rocksdb_bytes": rocksdb, "fds": 40, "threads": 12})  # fmt: skip
-    path = tmp_path / "soak.csv"
-    with path.open("w", newline="") as f:
-        out = csv.DictWriter(f, FIELDS, restval=0)
-        out.writeheader()
-        out.writerows(rows)
+    path = _soak_csv(tmp_path, rows)
     (process,) = growth(path)
     assert 2200 <= process["cache_full_at_s"] <= 2700
     assert process["rss_growth_pct_per_hour"] > 10  # the filling, from ~122 MiB at 15 min
@@ -122,18 +126,14 @@ def test_the_soak_growth_trend_is_not_moved_by_where_the_swings_fall(tmp_path: P
     """Flat RSS swinging ±20 MiB, low through the span's first 5 % and high through its last
     (attempt 12's 26-minute span read +23 %/h from its two 5 % windows): the fit over every
     sample moves far less."""
-    from tests.chaos.soak import FIELDS, growth
+    from tests.chaos.soak import growth
 
     rows = []
     for t in range(0, 3600, 10):
         swing = -20 if t < 1030 else 20 if t >= 3470 else (20 if (t // 10) % 2 else -20)
         rows.append({"t_s": t, "instance": "i0", "pid": 1, "rss_bytes": (200 + swing) * 2**20,
                      "fds": 40, "threads": 12})  # fmt: skip
-    path = tmp_path / "soak.csv"
-    with path.open("w", newline="") as f:
-        out = csv.DictWriter(f, FIELDS, restval=0)
-        out.writeheader()
-        out.writerows(rows)
+    path = _soak_csv(tmp_path, rows)
     (process,) = growth(path)
     assert process["rss_growth_pct_per_hour"] > 25  # the two windows: 180 -> 220 MiB in 45 min
     assert abs(process["rss_trend_pct_per_hour"]) < process["rss_growth_pct_per_hour"] / 3
