@@ -6,6 +6,7 @@ import logging
 import os
 import signal
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from confluent_kafka import TopicPartition
@@ -19,6 +20,12 @@ from app.state.backend import StateBackend
 
 log = logging.getLogger(__name__)
 
+# A checkpoint is due ``interval`` after the previous one *started* (Kafka Streams' rule, so a
+# record waits at most about one interval plus one commit, not plus two), but never sooner than
+# this fraction of the interval after the previous one *ended* (Flink's minimum pause between
+# checkpoints): a commit slower than the interval still leaves the loop time for batches.
+MIN_PAUSE_FRACTION = 0.5
+
 
 @dataclass(slots=True, frozen=True)
 class Pending:
@@ -30,18 +37,20 @@ class Pending:
 
 
 class Checkpoint:
-    """Commits every ``interval`` seconds or ``every`` records (Quix Streams' rule), on
-    revoke and on shutdown. A checkpoint with nothing consumed commits nothing, with one
-    exception: when the consumer's positions stepped over records it never returns (an
-    upstream producer's aborted transaction, transaction markers) with nothing consumed after,
-    an offsets-only transaction commits the new positions once an interval, so the group's lag
-    ends at 0 instead of waiting for the next record.
+    """Commits every ``interval`` seconds (counted from the previous checkpoint's start, with a
+    minimum pause after its end: :data:`MIN_PAUSE_FRACTION`) or ``every`` records (Quix
+    Streams' rule), on revoke and on shutdown. A checkpoint with nothing consumed commits
+    nothing, with one exception: when the consumer's positions stepped over records it never
+    returns (an upstream producer's aborted transaction, transaction markers) with nothing
+    consumed after, an offsets-only transaction commits the new positions once an interval, so
+    the group's lag ends at 0 instead of waiting for the next record.
 
     Args:
         max_age: seconds an open transaction may live (a fraction of transaction.timeout.ms):
             the loop bounds every batch by :meth:`time_left`, so no transaction reaches the
             broker's timeout whatever a step does.
         fault_abort_every: test-only; abort every k-th non-empty checkpoint instead.
+        clock: monotonic seconds (a fake in unit tests).
     """
 
     def __init__(
@@ -56,6 +65,7 @@ class Checkpoint:
         flush_timeout: float,
         max_age: float = 30.0,
         fault_abort_every: int = 0,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._consumer = consumer
         self._txn = txn
@@ -74,8 +84,12 @@ class Checkpoint:
         # consumer): librdkafka's assignment() is a round trip to its main thread.
         self._assigned: dict[tuple[str, int], TopicPartition] | None = None
         self._skipped = False  # positions moved with nothing consumed: commit offsets only
+        self._clock = clock
+        self._min_pause = interval * MIN_PAUSE_FRACTION
         self.consumed = 0
-        self.started = time.monotonic()
+        self.started = clock()  # the open transaction's clock (restarted by each checkpoint)
+        self._ended = self.started  # when the last checkpoint ended
+        self._began = self.started  # when the checkpoint in progress began (prepare)
         self._first_record = self.started
         self._looked = self.started  # the last look for skipped records (nothing consumed)
 
@@ -94,13 +108,14 @@ class Checkpoint:
             return True  # a slow batch used the time: commit before the transaction nears it
         if self._every and self.consumed >= self._every:
             return True
-        return time.monotonic() - self.started >= self._interval
+        now = self._clock()
+        return now - self.started >= self._interval and now - self._ended >= self._min_pause
 
     def time_left(self) -> float:
         """Seconds until the open transaction must have been committed."""
         if self.consumed == 0:
             return self._max_age
-        return self._first_record + self._max_age - time.monotonic()
+        return self._first_record + self._max_age - self._clock()
 
     def commit(self) -> None:
         """Commit everything consumed since the last checkpoint, then open the next one.
@@ -128,6 +143,7 @@ class Checkpoint:
         if self.consumed == 0 and not self._skipped:
             self._restart_clock()  # empty: the open transaction holds nothing; keep it
             return None
+        self._began = self._clock()
         started = time.perf_counter()
         positions = self._positions()
         for m in reversed(ahead or ()):  # reversed: the first message of a partition wins
@@ -160,7 +176,7 @@ class Checkpoint:
         # 6. the next transaction
         self._txn.begin()
         self._metrics.checkpoint_committed(time.perf_counter() - pending.started, self.consumed)
-        self._restart_clock()
+        self._restart_clock(began=self._began)
 
     def _settle(self) -> None:
         self._output.flush(self._flush_timeout)
@@ -210,17 +226,21 @@ class Checkpoint:
         """After an abort: forget the count; the caller rewinds to committed offsets."""
         self._restart_clock()
 
-    def _restart_clock(self) -> None:
+    def _restart_clock(self, began: float | None = None) -> None:
+        """A new transaction: the next checkpoint is due an interval after ``began`` (a
+        committed checkpoint's start; by default now) and a minimum pause after now."""
         self.consumed = 0
         self._skipped = False
-        self.started = self._looked = time.monotonic()
+        now = self._clock()
+        self._ended = self._looked = now
+        self.started = now if began is None else began
 
     def _skipped_past_committed(self) -> bool:
         """Nothing consumed: once an interval, whether a position passed the group's committed
         offset. Only skipped records can have moved it (the loop counts every record it is
         given, and an abort seeks back to the committed offsets), so committing it loses
         nothing. A partition never committed counts from offset 0."""
-        now = time.monotonic()
+        now = self._clock()
         if now - self._looked < self._interval:
             return False
         self._looked = now  # (not ``started``: the first record after a pause commits soon)

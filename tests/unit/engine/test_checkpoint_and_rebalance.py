@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -65,7 +67,11 @@ class Rig:
     """A checkpoint (and its rebalancer) over fakes; ``log`` = the state and flush steps."""
 
     def __init__(
-        self, fault_abort_every: int = 0, max_age: float = 30.0, interval: float = 60.0
+        self,
+        fault_abort_every: int = 0,
+        max_age: float = 30.0,
+        interval: float = 60.0,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.log: list[str] = []
         self.producer = FakeProducer()
@@ -81,7 +87,7 @@ class Rig:
         self.checkpoint = Checkpoint(
             self.consumer, self.txn, FlushLog(self.log), self.state, self.metrics,  # type: ignore[arg-type]
             interval=interval, every=0, flush_timeout=5.0, max_age=max_age,
-            fault_abort_every=fault_abort_every,
+            fault_abort_every=fault_abort_every, clock=clock,
         )  # fmt: skip
         health = Health(30.0)
         state: Any = self.state
@@ -160,6 +166,70 @@ def test_an_old_transaction_is_due_whatever_the_interval() -> None:
     assert not rig.checkpoint.due()  # nothing consumed: never due
     rig.checkpoint.record(1, started=rig.checkpoint.started - 6.0)
     assert rig.checkpoint.time_left() < 5.0 and rig.checkpoint.due()
+
+
+class Clock:
+    """Monotonic seconds that move only when the test says so."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _commit_taking(rig: Rig, clock: Clock, seconds: float) -> None:
+    """A checkpoint whose flush takes ``seconds``."""
+    rig.checkpoint._output.flush = lambda timeout: setattr(clock, "now", clock.now + seconds)
+    rig.checkpoint.commit()
+
+
+def test_the_interval_counts_from_the_previous_checkpoints_start() -> None:
+    """Kafka Streams' rule: a record waits at most about one interval plus one commit (from
+    the end, as before, it waited up to an interval plus two)."""
+    clock = Clock()
+    rig = Rig(interval=1.0, clock=clock)
+    rig.checkpoint.record(5, started=0.0)
+    clock.now = 0.99
+    assert not rig.checkpoint.due()
+    clock.now = 1.0
+    assert rig.checkpoint.due()
+    _commit_taking(rig, clock, 0.25)  # began at 1.0, ended at 1.25
+    rig.checkpoint.record(5, started=1.25)
+    clock.now = 1.99
+    assert not rig.checkpoint.due()
+    clock.now = 2.0  # an interval after the start; counted from the end it would be 2.25
+    assert rig.checkpoint.due()
+
+
+def test_a_commit_slower_than_the_interval_leaves_a_minimum_pause() -> None:
+    """Flink's minimum pause: half an interval after the end, so the loop still runs batches
+    between two slow commits instead of committing one batch at a time."""
+    clock = Clock()
+    rig = Rig(interval=1.0, clock=clock)
+    rig.checkpoint.record(5, started=0.0)
+    clock.now = 1.0
+    _commit_taking(rig, clock, 1.25)  # began at 1.0, ended at 2.25
+    rig.checkpoint.record(5, started=2.25)
+    clock.now = 2.74
+    assert not rig.checkpoint.due()
+    clock.now = 2.75
+    assert rig.checkpoint.due()
+
+
+def test_an_aborted_checkpoint_restarts_the_interval_from_now() -> None:
+    clock = Clock()
+    rig = Rig(interval=1.0, clock=clock, fault_abort_every=1)
+    rig.checkpoint.record(5, started=0.0)
+    clock.now = 1.0
+    with pytest.raises(CheckpointAborted):
+        _commit_taking(rig, clock, 0.25)
+    rig.checkpoint.abandon()  # at 1.25: the rewound records are read again from here
+    rig.checkpoint.record(5, started=1.25)
+    clock.now = 2.24
+    assert not rig.checkpoint.due()
+    clock.now = 2.25
+    assert rig.checkpoint.due()
 
 
 # ---- positions that moved with nothing consumed (an upstream abort, markers) ----------------
