@@ -28,7 +28,7 @@ import tempfile
 import threading
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -61,12 +61,46 @@ STUCK_CALL_TIMEOUT_S = 45.0
 WARM_UP_S = 900  # growth is measured after the first 15 minutes of each process
 FIELDS = ["t_s", "instance", "pid", "rss_bytes", "vms_bytes", "fds", "threads", "cpu_s",
           "input_records", "gc_collections", "python_blocks", "rocksdb_bytes",
-          "consumer_queue", "producer_queue", "fault"]  # fmt: skip
+          "consumer_queue", "producer_queue", "fault", "main_heap_bytes", "arena_heap_bytes",
+          "consumer_queue_bytes"]  # fmt: skip
 # (column, divisor, axis label) of each panel of soak.png
 PLOTTED = [("rss_bytes", 2**20, "RSS MiB"), ("python_blocks", 1000, "Python heap, k blocks"),
            ("rocksdb_bytes", 2**20, "RocksDB MiB"), ("consumer_queue", 1, "fetch queue msgs"),
            ("fds", 1, "open fds"), ("threads", 1, "threads")]  # fmt: skip
 TICK_S = 0.5
+_ARENA_ALIGN = 64 * 2**20  # glibc's HEAP_MAX_SIZE: a thread arena's heaps start at multiples of it
+
+
+def heap_split(pid: int) -> tuple[int, int]:
+    """Resident bytes of glibc's main heap (``[heap]``) and of its thread arenas' heaps
+    (anonymous mappings starting at a multiple of 64 MiB), from ``/proc/PID/smaps``: where a
+    step in RSS sits (the main thread's allocations, or librdkafka's and RocksDB's threads)."""
+    try:
+        with open(f"/proc/{pid}/smaps") as smaps:
+            return smaps_heaps(smaps)
+    except OSError:  # it ended meanwhile
+        return 0, 0
+
+
+def smaps_heaps(lines: Iterable[str]) -> tuple[int, int]:
+    """(main heap, thread arenas) resident bytes of smaps ``lines`` (see :func:`heap_split`)."""
+    main = arenas = 0
+    kind = ""
+    for line in lines:
+        head = line.split(" ", 1)[0]
+        if "-" in head and not head.endswith(":"):  # a mapping's first line
+            fields = line.split()
+            path = fields[5] if len(fields) > 5 else ""
+            start = int(head.split("-")[0], 16)
+            kind = "main" if path == "[heap]" else ""
+            if not path and start % _ARENA_ALIGN == 0:
+                kind = "arena"
+        elif kind and line.startswith("Rss:"):
+            rss = int(line.split()[1]) * 1024
+            main, arenas = (main + rss, arenas) if kind == "main" else (main, arenas + rss)
+    return main, arenas
+
+
 FIRST_ID = 10_000_000  # the rate feed's ids; the faults' own chunks use r0, r1, ...
 
 
@@ -144,7 +178,9 @@ class Sampler(threading.Thread):
                          int(metric(text, "eos_bridge_state_memory_bytes")),
                          int(metric(text, "eos_bridge_client_queue_messages", client="consumer")),
                          int(metric(text, "eos_bridge_client_queue_messages", client="producer")),
-                         self.fault])  # fmt: skip
+                         self.fault, *heap_split(bridge.pid),
+                         int(metric(text, "eos_bridge_client_queue_bytes", client="consumer")),
+                         ])  # fmt: skip
         return rows
 
 
@@ -162,6 +198,8 @@ class SoakResult:
     processes: list[dict[str, Any]] = field(default_factory=list)
     error: str | None = None
     plot: str | None = None
+    # glibc's malloc settings the bridges ran with (the image's and any --env)
+    environment: dict[str, str] = field(default_factory=dict)
 
 
 def run(rig: Rig, out: Path, duration: float, rate: int, fault_period: float,
@@ -177,6 +215,7 @@ def run(rig: Rig, out: Path, duration: float, rate: int, fault_period: float,
                   stuck_call_timeout=STUCK_CALL_TIMEOUT_S)  # fmt: skip
     feed, sampler = RateFeed(scene, rate), Sampler(scene, out / "soak.csv", every)
     result = SoakResult(0, 0, 0, [])
+    result.environment = {k: v for k, v in os.environ.items() if k.startswith("MALLOC_")}
     try:
         scene.start(2)
         scene.feed_and_commit(2000)
@@ -375,7 +414,18 @@ def main(argv: list[str] | None = None) -> int:
         help="all, brokers (no fault that ends a bridge process) or a comma list of names",
     )  # fmt: skip
     parser.add_argument("--out", type=Path, default=Path("bench/results/soak"))
+    parser.add_argument(
+        "--env", action="append", default=[], metavar="NAME=VALUE",
+        help="an environment variable for the bridges on top of the image's (repeatable), "
+        "e.g. MALLOC_MMAP_THRESHOLD_=1048576 to try an allocator setting",
+    )  # fmt: skip
     args = parser.parse_args(argv)
+    env = dict(IMAGE_ENV)
+    for item in args.env:
+        name, sep, value = item.partition("=")
+        if not sep or not name:
+            parser.error(f"--env {item!r}: expected NAME=VALUE")
+        env[name] = value
     faults = fault_names(args.faults)
     need, free = (
         disk_needed(args.rate, args.duration),
@@ -388,7 +438,8 @@ def main(argv: list[str] | None = None) -> int:
         )
     workdir = Path(tempfile.mkdtemp(prefix="eos-soak-"))
     rig = Rig(workdir).start()
-    os.environ.update(IMAGE_ENV)  # the bridges (subprocesses) run with the image's environment
+    os.environ.update(env)  # the bridges (subprocesses) run with the image's environment
+    print(f"bridge environment: {env}", flush=True)
     try:
         result = run(rig, args.out, args.duration, args.rate, args.fault_period,
                      args.sample_every, args.seed, faults)  # fmt: skip

@@ -232,3 +232,24 @@ def test_the_order_check_follows_each_input_partition_per_output_partition() -> 
     order.check(_out(0, 2), "b")
     with pytest.raises(AssertionError, match="order broken: input 0@5 after 0@7"):
         order.check(_out(0, 3), "a")
+
+
+def test_soak_heap_split_reads_the_main_heap_and_the_thread_arenas() -> None:
+    from tests.chaos.soak import smaps_heaps
+
+    smaps = """\
+55d0c0000000-55d0c2000000 rw-p 00000000 00:00 0                          [heap]
+Size:              32768 kB
+Rss:               20480 kB
+7f3a04000000-7f3a08000000 rw-p 00000000 00:00 0
+Size:              65536 kB
+Rss:               36864 kB
+7f3a0c021000-7f3a0c121000 rw-p 00000000 00:00 0
+Rss:                1024 kB
+7f3a10000000-7f3a10400000 r--p 00000000 08:01 1234                       /usr/lib/librocksdb.so
+Rss:                4096 kB
+VmFlags: rd mr mw me ac sd
+""".splitlines()
+    # the unaligned anonymous map (a Python arena, an mmapped buffer) and the file map count in
+    # neither
+    assert smaps_heaps(smaps) == (20480 * 1024, 36864 * 1024)
