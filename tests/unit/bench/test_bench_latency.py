@@ -160,3 +160,26 @@ def test_the_report_checks_the_issue_goals_from_medians_and_same_repetition_rati
         "p1 throughput @0.1s / @1s, bridge-eos": True,  # 0.96
         "p1 throughput @0.1s, bridge-eos / kstreams-eos": True,  # 3.2
     }
+
+
+def test_value_pool_makes_the_bytes_make_value_makes() -> None:
+    import random
+
+    from bench.data import ValuePool, make_value
+
+    pool = ValuePool(100_000, random.Random(11), size=8)
+
+    class Drawn(random.Random):  # make_value's rng, answering the pool's amount
+        amount = 0.0
+
+        def uniform(self, a: float, b: float) -> float:
+            return self.amount
+
+    rng = Drawn()
+    for i in (0, 7, 8, 12_345_678):
+        rng.amount = pool.amounts[i % 8]
+        user = pool.users[i % 8]
+        assert pool.value(i, 1_795_859_816_527) == make_value(i, user, rng, 1_795_859_816_527)
+        assert pool.key(i) == f"user-{user:06d}".encode()
+    with pytest.raises(ValueError, match="power of two"):
+        ValuePool(10, random.Random(1), size=6)
