@@ -95,8 +95,10 @@ class Rebalancer:
             labels = (task.changelog, str(task.partition))
             self._metrics.recovery_remaining.labels(*labels).set(task.remaining)
         if done:
+            # Every assigned partition: also those a repair paused to restore them again
+            # (PartitionRepair.restore_again), which never were in self._paused.
             paused, self._paused = sorted(self._paused), set()
-            self._consumer.resume([TopicPartition(t, p) for t, p in paused])
+            self._consumer.resume(self._consumer.assignment())
             self._health.set_ready(True, f"running, {len(self._consumer.assignment())} partitions")
             self._metrics.ready.set(1)
             log.info("state recovered for %s; partitions resumed", paused)
@@ -111,6 +113,10 @@ class Rebalancer:
             partitions = self._tasks.assign(partitions)
         consumer.assign(partitions)
         self._checkpoint.assigned(keys)
+        # librdkafka keeps a partition's pause across unassign and assign: one revoked while it
+        # was restoring would come back paused for good if its state is now complete.
+        if ready := [tp for tp in partitions if (tp.topic, tp.partition) not in pending]:
+            consumer.resume(ready)
         if pending:
             # Nothing of a partition is processed before its state is restored.
             consumer.pause([TopicPartition(t, p) for t, p in pending])

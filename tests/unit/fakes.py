@@ -151,6 +151,8 @@ class FakeConsumer(Scripted):
         self.seeks: list[tuple[str, int, int]] = []
         self.paused: list[tuple[str, int]] = []
         self.resumed: list[tuple[str, int]] = []
+        # paused now: as librdkafka, a pause outlives unassign and assign; only resume() ends it
+        self.pausing: set[tuple[str, int]] = set()
         self.batches: list[list[FakeMessage]] = []
         self.on_empty: Any = None  # called when batches run out (e.g. to stop the loop)
         self.assigned: list[tuple[str, int, int]] = []  # the last assign(), with offsets
@@ -210,9 +212,11 @@ class FakeConsumer(Scripted):
 
     def pause(self, partitions: list[TopicPartition]) -> None:
         self.paused += [(tp.topic, tp.partition) for tp in partitions]
+        self.pausing.update((tp.topic, tp.partition) for tp in partitions)
 
     def resume(self, partitions: list[TopicPartition]) -> None:
         self.resumed += [(tp.topic, tp.partition) for tp in partitions]
+        self.pausing.difference_update((tp.topic, tp.partition) for tp in partitions)
 
     def get_watermark_offsets(
         self, partition: TopicPartition, timeout: float = -1, cached: bool = False

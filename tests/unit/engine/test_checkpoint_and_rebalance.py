@@ -420,3 +420,55 @@ def test_partitions_restored_over_several_calls_are_all_resumed() -> None:
     for _ in range(3):
         rig.rebalancer.recover(0.01)
     assert sorted(rig.consumer.resumed) == [("in", 0), ("in", 1), ("in", 2)]
+
+
+class WipedOnce(SlicedRecovery):
+    """A state that has nothing to restore until a partition is wiped (state corrupted)."""
+
+    def assign(self, partitions: list[tuple[str, int]]) -> None:
+        self.pending = []
+
+    def wipe(self, partitions: list[tuple[str, int]]) -> None:
+        self.pending = sorted(partitions)
+
+
+def test_a_partition_revoked_while_restoring_is_not_paused_when_it_comes_back_restored() -> None:
+    """librdkafka keeps a partition's pause across unassign and assign (FakeConsumer.pausing
+    does too): one revoked mid-restore that comes back with nothing left to restore (its
+    changelog read to the end meanwhile) must be resumed by the assign, or it stalls for good."""
+    rig = Rig()
+    state = SlicedRecovery(rig.log)
+    rig.rebalancer._state = state  # type: ignore[assignment]
+    one = [TopicPartition("in", 0)]
+    rig.consumer.committed_offsets = {("in", 0): 0}
+    callbacks = rig.rebalancer.callbacks()
+    callbacks["on_assign"](rig.consumer, one)
+    assert rig.consumer.pausing == {("in", 0)}  # restoring
+    callbacks["on_revoke"](rig.consumer, one)
+    state.assign = lambda partitions: None  # type: ignore[method-assign]  # nothing pending now
+    state.pending = []
+    callbacks["on_assign"](rig.consumer, one)
+    rig.rebalancer.raise_pending()
+    assert rig.consumer.pausing == set()
+
+
+def test_a_partition_wiped_and_restored_again_is_resumed() -> None:
+    """The ladder's repair pauses a partition whose state is corrupted and restores it from the
+    changelog; the rebalancer's recover() resumes it when that restore is done."""
+    rig = Rig()
+    state = WipedOnce(rig.log)
+    rig.rebalancer._state = state  # type: ignore[assignment]
+    repair = PartitionRepair(
+        rig.consumer,
+        rig.txn.offsets,
+        state,
+        Health(30.0),
+        rig.metrics,
+        -2,  # type: ignore[arg-type]
+    )
+    rig.rebalancer.callbacks()["on_assign"](rig.consumer, [TopicPartition("in", 0)])
+    assert rig.consumer.pausing == set()
+    repair.restore_again([("in", 0)])
+    assert rig.consumer.pausing == {("in", 0)}
+    rig.rebalancer.recover(0.01)  # SlicedRecovery: one partition restored per call
+    assert rig.consumer.pausing == set()
