@@ -46,9 +46,13 @@ LABEL org.opencontainers.image.title="eos-bridge" \
 # MALLOC_ARENA_MAX: glibc gives each thread that allocates an arena of its own (up to 8 per
 # core); librdkafka's and RocksDB's threads then fragment memory that reads as RSS growth over
 # hours. Two arenas is what the soak runs with (tests/chaos/soak.py, docs/operations.md).
+# MALLOC_MMAP_THRESHOLD_: a fixed 1 MiB, so librdkafka's multi-MiB fetch buffers (a restore's
+# above all) are mapped and unmapped whole; with glibc's moving threshold they land in the heap
+# after the first one is freed, and small long-lived allocations then pin the heap they grew.
 ENV PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
     MALLOC_ARENA_MAX=2 \
+    MALLOC_MMAP_THRESHOLD_=1048576 \
     BRIDGE_STATE_DIR=/var/lib/eos-bridge/state \
     BRIDGE_HTTP_PORT=9000
 # A fixed numeric uid/gid so Kubernetes' runAsNonRoot can verify it and a volume's fsGroup matches.

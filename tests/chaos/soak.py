@@ -47,8 +47,9 @@ SOAK_FAULTS = sorted(k for k in FAULTS if k != "stall-step")
 # The soak's bandwidth fault holds the throttle for a fixed span (see bandwidth_held).
 SOAK_FAULT_FNS = {**FAULTS, "bandwidth": bandwidth_held}
 # As the image sets it (Dockerfile): glibc's malloc arenas capped, so the threads of librdkafka
-# and RocksDB do not each grow an arena of their own (fragmentation that reads as RSS growth).
-IMAGE_ENV = {"MALLOC_ARENA_MAX": "2"}
+# and RocksDB do not each grow an arena of their own (fragmentation that reads as RSS growth),
+# and a fixed mmap threshold, so multi-MiB fetch buffers never grow a heap (soak attempt 14).
+IMAGE_ENV = {"MALLOC_ARENA_MAX": "2", "MALLOC_MMAP_THRESHOLD_": "1048576"}
 # Faults that end a bridge process on purpose: ``--faults brokers`` leaves them out, so each
 # process lives the whole soak and its memory curve is one line (a restart hides a leak).
 BRIDGE_FAULTS = {"kill-bridge", "rolling-bridge-restart", "zombie-bridge"}
