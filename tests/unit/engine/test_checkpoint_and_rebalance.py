@@ -464,7 +464,7 @@ def test_a_partition_wiped_and_restored_again_is_resumed() -> None:
         state,
         Health(30.0),
         rig.metrics,
-        -2,  # type: ignore[arg-type]
+        -2,
     )
     rig.rebalancer.callbacks()["on_assign"](rig.consumer, [TopicPartition("in", 0)])
     assert rig.consumer.pausing == set()
