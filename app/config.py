@@ -170,7 +170,7 @@ class BridgeSettings(ConnectionSettings):
     commit_interval: float = Field(1.0, gt=0, description="seconds between checkpoints")
     commit_every: int = Field(0, ge=0, description="records per checkpoint (0 = off)")
     pipelined_commit: bool = Field(
-        False, description="commit while the next batch is transformed (stateless, exactly-once)"
+        False, description="commit while the next batch is transformed (exactly-once, one cluster)"
     )
     transaction_timeout_ms: int = Field(60_000, ge=1000, le=900_000)
     batch_size: int = Field(2000, ge=1, le=100_000, description="consume(num_messages=...)")

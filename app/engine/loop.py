@@ -129,7 +129,7 @@ class Bridge:
         )  # fmt: skip
         self._overlap = overlap(
             checkpoint, wanted=loop.pipelined, exactly_once=txn.exactly_once,
-            stateful=state.stateful, tasks=tasks is not None, per_topic=output.per_topic,
+            tasks=tasks is not None, per_topic=output.per_topic,
         )  # fmt: skip
 
     # ---- the loop and its error ladder -----------------------------------------------------
@@ -259,6 +259,7 @@ class Bridge:
             self._process_bounded(messages)
             return False
         self._checkpoint.record(len(messages), started)
+        self._metrics.checkpoints_pipelined.inc()
         return True
 
     def _transform(

@@ -16,8 +16,13 @@ Why that keeps exactly-once (docs/benchmarks.md, "Pipelined checkpoint"):
   has to wait for an in-flight commit.
 * Fencing is unchanged: T carries the group generation; B goes out under the same producer
   epoch in T+1, so a zombie fails at T or at T+1, and B with it.
-* Only stateless pipelines, one cluster, one output topic per batch (see
-  :func:`pipelined_allowed`): a state update of B would otherwise join T's dirty set.
+* State: T's changelog records are produced, and T's updates set aside, before B is
+  transformed (:meth:`Checkpoint.prepare`); B's updates go to a new dirty layer that reads
+  over T's (``app.state.cache``). T's step 5 moves only T's updates to the read cache and
+  RocksDB, with T's changelog offsets; B's wait for T+1's changelog records. When T fails,
+  both layers are dropped (the ladder's discard) and the rewind reads T's and B's input again.
+* One cluster (no per-partition producers), one output topic per batch (see
+  :func:`pipelined_allowed`).
 """
 
 from __future__ import annotations
@@ -83,12 +88,10 @@ def _send(checkpoint: Checkpoint, pending: Pending, failed: list[BaseException])
         failed.append(exc)
 
 
-def pipelined_allowed(
-    *, wanted: bool, exactly_once: bool, stateful: bool, tasks: bool, per_topic: bool
-) -> bool:
-    """The pipelined checkpoint runs only where the argument above holds: exactly-once, no
-    state, one cluster (no per-partition producers), one output topic per input."""
-    return wanted and exactly_once and not stateful and not tasks and not per_topic
+def pipelined_allowed(*, wanted: bool, exactly_once: bool, tasks: bool, per_topic: bool) -> bool:
+    """The pipelined checkpoint runs only where the argument above holds: exactly-once, one
+    cluster (no per-partition producers), one output topic per input."""
+    return wanted and exactly_once and not tasks and not per_topic
 
 
 def overlap(checkpoint: Checkpoint, *, wanted: bool, **where: bool) -> Overlap | None:
@@ -99,7 +102,7 @@ def overlap(checkpoint: Checkpoint, *, wanted: bool, **where: bool) -> Overlap |
         return Overlap(checkpoint)
     if wanted:
         log.warning(
-            "pipelined_commit ignored: it needs exactly-once, a stateless pipeline, one "
-            "cluster and one output topic per batch"
+            "pipelined_commit ignored: it needs exactly-once, one cluster and one output "
+            "topic per batch"
         )
     return None

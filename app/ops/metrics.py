@@ -100,6 +100,11 @@ class Metrics:
 
     def _checkpoints(self, r: CollectorRegistry) -> None:
         self.checkpoints = Counter("eos_bridge_checkpoints", "Committed checkpoints", registry=r)
+        self.checkpoints_pipelined = Counter(
+            "eos_bridge_checkpoints_pipelined",
+            "Checkpoints committed beside the next batch's pipeline (pipelined_commit)",
+            registry=r,
+        )
         self.last_checkpoint = Gauge(
             "eos_bridge_last_checkpoint_timestamp_seconds",
             "Unix time of the last committed checkpoint (the process start before the first)",

@@ -61,8 +61,10 @@ class StateBackend(Protocol):
 
     def produce_changelogs(self, sink: RecordSink, positions: dict[TopicPartitionKey, int]) -> None:
         """Checkpoint step 1: produce changelog records for dirty keys into the open
-        transaction; ``positions`` = next input offset per partition. The records' header
-        ``__processed_tp_offsets__`` is ``{topic: position - 1}`` (see changelog.format)."""
+        transaction and set those updates aside for step 5 (updates made after this call
+        belong to the next checkpoint); ``positions`` = next input offset per partition. The
+        records' header ``__processed_tp_offsets__`` is ``{topic: position - 1}`` (see
+        changelog.format)."""
 
     def verify_delivery(self) -> None:
         """Checkpoint step 2, right after the producer flush (which raised any delivery
@@ -70,10 +72,11 @@ class StateBackend(Protocol):
         unconfirmed (its offset is what step 5 stores)."""
 
     def after_commit(self) -> None:
-        """Checkpoint step 5: write dirty keys + changelog offsets to RocksDB."""
+        """Checkpoint step 5: the updates set aside in step 1 (+ their changelog offsets) to
+        the read cache and RocksDB."""
 
     def discard(self) -> None:
-        """The transaction was aborted: forget every uncommitted update."""
+        """The transaction was aborted: forget every uncommitted update, set aside or not."""
 
     def wipe(self, partitions: list[TopicPartitionKey]) -> None:
         """State corrupted: delete these partitions' stores; they wait for recovery again."""

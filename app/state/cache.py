@@ -2,7 +2,11 @@
 
 Steps read and write through :class:`PartitionState`. Writes stay in memory until the checkpoint
 commits (then they become one RocksDB WriteBatch) or aborts (then they are dropped), so RocksDB
-only ever holds committed state. The byte cap is shared by every partition of the process:
+only ever holds committed state. A checkpoint sets its updates aside once their changelog
+records are produced (the *committing* layer): updates made after that, by the batch the
+pipelined checkpoint transforms beside the commit (``pipelined_commit``), go to a new dirty
+layer and are not part of that checkpoint. Reads look at dirty, then committing, then the read
+cache, then RocksDB. The byte cap is shared by every partition of the process:
 reaching it makes the loop checkpoint early instead of growing without bound.
 
 Committed values also stay in memory after their checkpoint (a read cache with its own cap):
@@ -57,6 +61,8 @@ class PartitionState:
         "changelog",
         "clean",
         "clean_nbytes",
+        "committing",
+        "committing_nbytes",
         "dirty",
         "memo",
         "nbytes",
@@ -83,6 +89,9 @@ class PartitionState:
         self.reads = reads  # None: no read cache
         self.dirty: dict[bytes, bytes | None] = {}
         self.nbytes = 0
+        # A checkpoint's updates between their changelog records and its commit.
+        self.committing: dict[bytes, bytes | None] = {}
+        self.committing_nbytes = 0
         self.clean: dict[bytes, bytes | None] = {}  # committed values (None = deleted)
         self.clean_nbytes = 0
         self.memo: dict[str, Any] = {}
@@ -95,6 +104,9 @@ class PartitionState:
         dirty = self.dirty
         if key in dirty:
             return dirty[key]
+        committing = self.committing
+        if committing and key in committing:
+            return committing[key]
         clean = self.clean
         if key in clean:
             return clean[key]
@@ -122,7 +134,7 @@ class PartitionState:
     def scan(self, lower: bytes, upper: bytes) -> list[tuple[bytes, bytes]]:
         """Entries with ``lower <= key < upper`` in key order, uncommitted updates included."""
         merged = dict(self.store.scan(lower, upper))
-        for layer in (self.unwritten, self.dirty):
+        for layer in (self.unwritten, self.committing, self.dirty):
             for key, value in layer.items():
                 if lower <= key < upper:
                     if value is None:
@@ -131,38 +143,47 @@ class PartitionState:
                         merged[key] = value
         return sorted(merged.items())
 
+    def set_aside(self) -> None:
+        """Checkpoint step 1, once the changelog records of the updates are produced: they are
+        the checkpoint's now (``committing``); later updates start a new dirty layer."""
+        assert not self.committing, "a checkpoint's updates are still set aside"
+        self.committing, self.committing_nbytes = self.dirty, self.nbytes
+        self.dirty = {}
+        self.nbytes = 0
+
     def mark_committed(self, changelog_offset: int, now: float) -> None:
-        """Checkpoint step 5: the updates are committed, and their changelog records end at
-        ``changelog_offset``. They move to the read cache and reach RocksDB with this or a
-        later checkpoint's (see the module's doc; ``memo`` stays valid).
+        """Checkpoint step 5: the updates set aside are committed, and their changelog records
+        end at ``changelog_offset``. They move to the read cache and reach RocksDB with this or
+        a later checkpoint's (see the module's doc; ``memo`` stays valid).
 
         Raises:
             StateCorrupted: RocksDB refused the write.
         """
         reads = self.reads
-        if reads is not None and self.dirty:
-            if reads.used + self.nbytes > reads.cap:
+        committed, nbytes = self.committing, self.committing_nbytes
+        if reads is not None and committed:
+            if reads.used + nbytes > reads.cap:
                 self.write_unwritten()
                 self.drop_clean()  # crude but O(1) per entry: start this partition afresh
-            if self.nbytes <= reads.cap:
+            if nbytes <= reads.cap:
                 clean = self.clean
                 if clean:
-                    clean.update(self.dirty)
+                    clean.update(committed)
                 else:
-                    clean = self.clean = self.dirty
+                    clean = self.clean = committed
                 # Keys repeat across checkpoints: estimate from this checkpoint's mean entry.
-                size = len(clean) * self.nbytes // len(self.dirty)
+                size = len(clean) * nbytes // len(committed)
                 reads.used += size - self.clean_nbytes
                 self.clean_nbytes = size
                 if not self.unwritten:
                     self.unwritten_since = now
-                self.unwritten.update(self.dirty)
+                self.unwritten.update(committed)
                 self.unwritten_offset = changelog_offset
-                self._forget_dirty()
+                self._forget_committing()
                 return
         # No read cache, or the updates alone exceed it: nothing could serve them unwritten.
-        self.store.write(self.dirty, changelog_offset)
-        self._forget_dirty()
+        self.store.write(committed, changelog_offset)
+        self._forget_committing()
 
     def write_if_due(self, now: float) -> None:
         """After each checkpoint: write the unwritten updates once the oldest is
@@ -185,8 +206,10 @@ class PartitionState:
         self.unwritten = {}
 
     def discard(self) -> None:
-        """The updates were aborted: drop them and everything derived from them (the read
-        cache holds committed values only and stays)."""
+        """The updates were aborted (or the checkpoint they wait for): drop them, set aside or
+        not, and everything derived from them (the read cache holds committed values only and
+        stays)."""
+        self._forget_committing()
         self._forget_dirty()
         self.memo.clear()
 
@@ -198,6 +221,11 @@ class PartitionState:
             self.reads.used -= self.clean_nbytes
         self.clean = {}
         self.clean_nbytes = 0
+
+    def _forget_committing(self) -> None:
+        self.budget.used -= self.committing_nbytes
+        self.committing_nbytes = 0
+        self.committing = {}
 
     def _forget_dirty(self) -> None:
         self.budget.used -= self.nbytes

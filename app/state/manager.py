@@ -190,6 +190,7 @@ class RocksDBState:
                     )
                 headers = changelog_headers(DEFAULT_CF, {topic: processed_offset(position)})
                 self._writer.produce(sink, state.changelog, partition, state.dirty, headers)
+                state.set_aside()  # later updates are the next checkpoint's
 
     def verify_delivery(self) -> None:
         unconfirmed = self._writer.unconfirmed()
@@ -211,7 +212,7 @@ class RocksDBState:
     def _write_committed(self, states: dict[str, PartitionState]) -> None:
         now = time.monotonic()
         for state in states.values():
-            if not state.dirty:
+            if not state.committing:
                 state.write_if_due(now)
                 continue
             offset = self._writer.offset(state.changelog, state.partition)
@@ -250,10 +251,11 @@ class RocksDBState:
             self._tasks_left.pop(tp, None)
             states = self._open.pop(tp, None) or self._recovering.pop(tp, None) or {}
             for state in states.values():
-                if state.dirty and not discard:
+                uncommitted = len(state.dirty) + len(state.committing)
+                if uncommitted and not discard:
                     log.warning(
                         "%s: closing with %d uncommitted updates (dropped)",
-                        state.store.where, len(state.dirty),
+                        state.store.where, uncommitted,
                     )  # fmt: skip
                 state.discard()
                 _write_unwritten(state)

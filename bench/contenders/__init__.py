@@ -192,7 +192,7 @@ CONTENDERS = (
         "bridge-eos-spec", "eos-bridge exactly-once, YAML spec", "bridge", "exactly-once", True
     ),
     Contender("bridge-alo", "eos-bridge at-least-once", "bridge", "at-least-once"),
-    # pipelined_commit (issue 34; stateless pipelines only: P2 and P3 run as without it)
+    # pipelined_commit (issue 34; stateful pipelines too since the committing layer)
     Contender(
         "bridge-eos-pipe",
         "eos-bridge exactly-once, pipelined commit",

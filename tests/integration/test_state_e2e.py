@@ -184,6 +184,40 @@ def test_offset_commit_fails(kafka: KafkaFixture, tmp_path: Path, bridges: Make)
 
 
 @pytest.mark.chaos
+def test_count_with_pipelined_commit_through_aborts_and_sigkills(
+    kafka: KafkaFixture, tmp_path: Path, bridges: Make
+) -> None:
+    """``pipelined_commit`` with state: each commit runs beside the next batches' counts (their
+    updates wait in a layer above the committing one), every 3rd checkpoint aborts after its
+    flush (the batches counted beside it are dropped with it), and two SIGKILLs land inside
+    open transactions: every input counted exactly once.
+
+    A checkpoint is due every 1,000 records (two batches) and each phase feeds 20,000 at once,
+    so when one is due the next batches are already fetched: checkpoints run pipelined however
+    fast the machine is (the metric says how many)."""
+    s, feeder = _setup(
+        kafka, tmp_path, 60_000, "counting",
+        pipelined_commit=True, commit_every=1_000, fault_abort_every=3,
+    )  # fmt: skip
+    port = free_port()
+    bridge = bridges(**s, http_port=port).start()
+    pipelined = 0.0
+    for _ in range(2):
+        _phase(kafka, feeder, s, 20_000, bridge)
+        status, text = http_get(port, "/metrics")
+        assert status == 200, bridge.logs()[-3000:]
+        pipelined += metric(text, "eos_bridge_checkpoints_pipelined_total")
+        _kill(kafka, bridge, s, feeder)
+        bridge.start()
+    _finish(kafka, bridge, s, feeder)
+    logs = bridge.logs()
+    assert "pipelined_commit: each commit runs beside the next batch's pipeline" in logs
+    assert pipelined > 0, "no checkpoint ran beside the next batch"
+    assert logs.count("fault injection: aborting checkpoint") >= 1
+    assert_counts_exact(kafka, s["input_topics"][0], s["output_topic"])
+
+
+@pytest.mark.chaos
 def test_crash_after_commit_before_state_flush(
     kafka: KafkaFixture, tmp_path: Path, bridges: Make
 ) -> None:

@@ -29,9 +29,11 @@ class LocalAccess:
         return self.states[key]
 
     def commit(self) -> None:
+        """Steps 1 (set aside) and 5 (committed) of a checkpoint, no changelog."""
         for state in self.states.values():
             if state.dirty:
                 self.offset += len(state.dirty)
+                state.set_aside()
                 state.mark_committed(self.offset, 0.0)
 
     def discard(self) -> None:

@@ -7,8 +7,10 @@ stop before B.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
 from confluent_kafka import KafkaError
 
@@ -25,9 +27,11 @@ from app.pipeline.builder import Pipeline
 from app.serde import formats
 from app.sink.collector import RecordCollector
 from app.sink.output import Output
-from app.state.backend import NoState
+from app.state.backend import NoState, StateBackend
+from app.state.store import StorePartition
 from tests.unit.engine.test_error_ladder import Harness
 from tests.unit.fakes import FakeConsumer, FakeMessage, FakeProducer, idle_watchdog, kafka_exc
+from tests.unit.state.test_state_backend import backend, ready
 
 
 class AdvancingConsumer(FakeConsumer):
@@ -45,7 +49,15 @@ class Rig(Harness):
     """A bridge with ``pipelined_commit`` on; every checkpoint is due once a record is in (the
     error ladder's harness otherwise: its producers, its stop when the batches run out)."""
 
-    def __init__(self, batches: list[list[FakeMessage]], *, pipelined: bool = True) -> None:
+    def __init__(
+        self,
+        batches: list[list[FakeMessage]],
+        *,
+        pipelined: bool = True,
+        state: StateBackend | None = None,
+        pipeline: Pipeline | None = None,
+    ) -> None:
+        state = state or NoState()
         self.producers: list[FakeProducer] = []
         self.consumer = AdvancingConsumer()
         self.consumer.batches = batches
@@ -59,7 +71,7 @@ class Rig(Harness):
             RecordCollector(self.txn.producer), "out", "dlq", 1_000_000, lambda topic: True
         )
         self.checkpoint = Checkpoint(
-            self.consumer, self.txn, output, NoState(), self.metrics,
+            self.consumer, self.txn, output, state, self.metrics,
             interval=1e-9, every=0, flush_timeout=5.0,
         )  # fmt: skip
         loop = LoopSettings(
@@ -67,7 +79,7 @@ class Rig(Harness):
             dead_letter=True, pipelined=pipelined,
         )  # fmt: skip
         self.bridge = assemble(
-            self.consumer, self.txn, output, Pipeline(), NoState(), self.checkpoint,
+            self.consumer, self.txn, output, pipeline or Pipeline(), state, self.checkpoint,
             self.metrics, Health(30.0), watchdog, loop, formats(),
         )  # fmt: skip
         self.consumer.on_empty = self._stop
@@ -94,6 +106,7 @@ def test_the_next_batch_is_produced_after_the_commit_and_the_next_begin() -> Non
     assert rig.producers[0].sent_offsets == [[("in", 0, 1)], [("in", 0, 2)]]
     assert [value for _, value, _ in rig.producers[0].produced] == [b'{"n":0}', b'{"n":1}']
     assert rig.metrics.registry.get_sample_value("eos_bridge_input_records_total") == 2
+    assert rig.metrics.registry.get_sample_value("eos_bridge_checkpoints_pipelined_total") == 1
 
 
 def test_a_failed_commit_drops_the_next_batch_unsent_and_rewinds() -> None:
@@ -109,6 +122,7 @@ def test_a_failed_commit_drops_the_next_batch_unsent_and_rewinds() -> None:
     assert [value for _, value, _ in rig.producers[0].produced] == [b'{"n":0}']
     assert ("in", 0, -2) in rig.consumer.seeks  # rewound (no committed offset: the reset)
     assert rig.metrics.registry.get_sample_value("eos_bridge_input_records_total") == 1
+    assert rig.metrics.registry.get_sample_value("eos_bridge_checkpoints_pipelined_total") == 0
 
 
 def test_a_fatal_error_while_transforming_still_finishes_the_committed_checkpoint() -> None:
@@ -128,8 +142,7 @@ def test_off_by_default_and_where_the_argument_does_not_hold() -> None:
         "begin_transaction", "produce", "send_offsets_to_transaction", "commit_transaction",
     ]  # fmt: skip
     assert rig.producers[0].sent_offsets[0] == [("in", 0, 1)]  # committed before record 1
-    ok = {"wanted": True, "exactly_once": True, "stateful": False, "tasks": False,
-          "per_topic": False}  # fmt: skip
+    ok = {"wanted": True, "exactly_once": True, "tasks": False, "per_topic": False}
     assert pipelined_allowed(**ok)
     for key in ok:
         assert not pipelined_allowed(**{**ok, key: not ok[key]}), key
@@ -144,3 +157,93 @@ def test_prepare_stops_each_partition_at_its_first_message_ahead() -> None:
     pending = rig.checkpoint.prepare(ahead=ahead)
     assert pending is not None
     assert pending.positions == {("in", 0): 7, ("in", 1): 4}
+
+
+class Delivering(FakeProducer):
+    """Serves delivery reports at the flush, with consecutive offsets per partition (the
+    changelog writer stores the last one's offset)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._reports: list[tuple[Any, FakeMessage]] = []
+        self._next: dict[tuple[str, int], int] = {}
+
+    def produce(self, topic: str, value: Any = None, key: Any = None, partition: int = -1,
+                callback: Any = None, on_delivery: Any = None, timestamp: int = 0,
+                headers: Any = None) -> None:  # fmt: skip
+        super().produce(topic, value, key, partition, callback, on_delivery, timestamp, headers)
+        where = (topic, max(partition, 0))
+        offset = self._next[where] = self._next.get(where, -1) + 1
+        report = callback or on_delivery
+        if report is not None:
+            self._reports.append((report, FakeMessage(topic, where[1], offset)))
+
+    def flush(self, timeout: float = -1) -> int:
+        super().flush(timeout)
+        reports, self._reports = self._reports, []
+        for report, msg in reports:
+            report(None, msg)
+        return 0
+
+    def abort_transaction(self, timeout: float = -1) -> None:
+        super().abort_transaction(timeout)
+        self._reports.clear()  # purged: no report (the writer's next checkpoint starts afresh)
+
+
+class StatefulRig(Rig):
+    """P2's shape: count per key in RocksDB stores with their changelog."""
+
+    def __init__(self, root: Path, batches: list[list[FakeMessage]]) -> None:
+        self.state = backend(root)
+        ready(self.state, 0)
+        super().__init__(batches, state=self.state, pipeline=Pipeline().count())
+
+    def _new_producer(self) -> FakeProducer:
+        self.producers.append(Delivering())
+        return self.producers[-1]
+
+    def sent(self, topic: str) -> list[Any]:
+        return [value for t, value, _ in self.producers[0].produced if t == topic]
+
+
+def keyed(offset: int, key: bytes = b"a") -> FakeMessage:
+    return FakeMessage(offset=offset, key=key)
+
+
+def test_state_updates_of_the_next_batch_wait_for_the_next_transaction(tmp_path: Path) -> None:
+    """T counts a once; B (counted beside T's commit) counts a again and b: T's changelog and
+    T's step 5 carry a=1 only, T+1's carry a=2 and b=1."""
+    rig = StatefulRig(tmp_path, [[keyed(0)], [keyed(1), keyed(2, b"b")]])
+    rig.bridge.run()
+    assert rig.calls[:10] == [
+        "begin_transaction", "produce", "produce",  # T: output of record 0, changelog a=1
+        "send_offsets_to_transaction", "commit_transaction",  # T, beside B's pipeline
+        "begin_transaction", "produce", "produce",  # T+1: B's outputs, kept until now
+        "produce", "produce",  # T+1's changelog: a=2, b=1
+    ]  # fmt: skip
+    changelog = [r for r in rig.producers[0].produced if r[0].startswith("changelog")]
+    assert [(key, value) for _, value, key in changelog] == [
+        (b"ba", b"1"), (b"ba", b"2"), (b"bb", b"1"),  # state keys: b + the bytes key
+    ]  # fmt: skip
+    assert [orjson.loads(v)["count"] for v in rig.sent("out")] == [1, 2, 1]
+    assert rig.producers[0].sent_offsets == [[("in", 0, 1)], [("in", 0, 3)]]
+    assert stored(tmp_path, b"ba", b"bb") == ([b"2", b"1"], 2)  # changelog offsets 0, 1, 2
+
+
+def test_a_failed_commit_drops_the_state_updates_made_beside_it(tmp_path: Path) -> None:
+    rig = StatefulRig(tmp_path, [[keyed(0)], [keyed(1)]])
+    rig.producers[0].fail["commit_transaction"] = [
+        kafka_exc(KafkaError._STATE, txn_requires_abort=True)
+    ]
+    rig.bridge.run()
+    assert len(rig.sent("out")) == 1  # B never produced
+    assert stored(tmp_path, b"ba") == ([None], None)  # neither T's count nor B's
+
+
+def stored(root: Path, *keys: bytes) -> tuple[list[bytes | None], int | None]:
+    """What RocksDB holds after the bridge closed its stores, and its changelog offset."""
+    store = StorePartition(root / "count" / "in" / "0", "t")
+    try:
+        return [store.get(k) for k in keys], store.changelog_offset()
+    finally:
+        store.close()

@@ -447,6 +447,46 @@ def test_checkpoints_reach_rocksdb_in_one_write_after_the_interval(
     assert reopened(tmp_path) == ({b"j": None, b"k": b"2", b"m": b"1"}, 4)
 
 
+def test_updates_after_the_changelogs_belong_to_the_next_checkpoint(tmp_path: Path) -> None:
+    """The pipelined checkpoint transforms the next batch between step 1 and step 5: its
+    updates are read over the checkpoint's, but neither in its changelog records nor in what
+    its step 5 commits."""
+    state, producer = backend(tmp_path), FakeProducer()
+    ready(state, 0)
+    view = state.partition("count", "in", 0)
+    view.set(b"k", b"1")
+    view.set(b"j", b"1")
+    state.produce_changelogs(RecordCollector(producer), {("in", 0): 2})  # offsets 0, 1
+    view.set(b"k", b"2")  # the next batch, while the commit is in flight
+    view.set(b"m", b"1")
+    assert (view.get(b"k"), view.get(b"j"), view.get(b"m")) == (b"2", b"1", b"1")
+    assert view.scan(b"", b"\xff") == [(b"j", b"1"), (b"k", b"2"), (b"m", b"1")]
+    producer.flush()
+    state.verify_delivery()
+    state.after_commit()
+    assert [(r["key"], r["value"]) for r in producer.records] == [(b"k", b"1"), (b"j", b"1")]
+    assert view.dirty == {b"k": b"2", b"m": b"1"} and view.committing == {}
+    state.discard()  # the next transaction aborts: back to what the first one committed
+    assert (view.get(b"k"), view.get(b"j"), view.get(b"m")) == (b"1", b"1", None)
+    state.close()
+    assert reopened(tmp_path) == ({b"j": b"1", b"k": b"1", b"m": None}, 1)
+
+
+def test_a_failed_checkpoint_drops_the_updates_made_beside_it(tmp_path: Path) -> None:
+    state, producer = backend(tmp_path, cap=10_000), FakeProducer()
+    ready(state, 0)
+    view = state.partition("count", "in", 0)
+    view.set(b"k", b"1")
+    checkpoint(state, producer, 1)  # committed: k=1
+    view.set(b"k", b"2")
+    state.produce_changelogs(RecordCollector(producer), {("in", 0): 2})
+    view.set(b"k", b"3")  # beside a commit that then fails: both layers go
+    state.discard()
+    assert view.get(b"k") == b"1" and state._budget.used == 0
+    state.close()
+    assert reopened(tmp_path)[0][b"k"] == b"1"
+
+
 def test_an_abort_keeps_unwritten_committed_updates_and_close_writes_them(tmp_path: Path) -> None:
     state, producer = backend(tmp_path), FakeProducer()
     ready(state, 0)
