@@ -98,8 +98,9 @@ class Rebalancer:
             # Every assigned partition: also those a repair paused to restore them again
             # (PartitionRepair.restore_again), which never were in self._paused.
             paused, self._paused = sorted(self._paused), set()
-            self._consumer.resume(self._consumer.assignment())
-            self._health.set_ready(True, f"running, {len(self._consumer.assignment())} partitions")
+            assignment = self._consumer.assignment()
+            self._consumer.resume(assignment)
+            self._health.set_ready(True, f"running, {len(assignment)} partitions")
             self._metrics.ready.set(1)
             log.info("state recovered for %s; partitions resumed", paused)
 
