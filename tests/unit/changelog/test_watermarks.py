@@ -117,3 +117,34 @@ def test_a_leader_lookup_holding_the_request_leaves_time_for_a_new_client(
     assert marks == {("cl", 0): (5, 5)}
     assert max(stuck.timeouts) <= 5.0  # no round takes more than a sixth of the timeout
     assert clock[0] - 1000.0 < 15.0  # the new client answered before half the timeout
+
+
+class NoOffsetAdmin(StaleEpochAdmin):
+    """ListOffsets answers without an error but with offset -1001 ``blank`` times, then 5."""
+
+    def __init__(self, blank: int) -> None:
+        super().__init__()
+        self.blank = blank
+
+    def list_offsets(self, request: dict[Any, Any], **_: Any) -> dict[Any, Future[Any]]:
+        self.asked += 1
+        out: dict[Any, Future[Any]] = {}
+        for tp in request:
+            future: Future[Any] = Future()
+            offset = -1001 if self.asked <= self.blank else 5
+            future.set_result(type("Info", (), {"offset": offset}))
+            out[tp] = future
+        return out
+
+
+def test_an_answer_without_an_offset_is_asked_again() -> None:
+    """The soak's wipe: a high watermark of -1001 (no error) made recovery take the stored
+    offset for one past the changelog's end, wipe the store and restore nothing."""
+    admin = NoOffsetAdmin(blank=2)
+    assert changelog_watermarks(admin, [("cl", 0)], 10, settling=settling) == {("cl", 0): (5, 5)}
+    assert admin.asked == 4  # earliest: two blank answers, then 5; latest: 5
+
+
+def test_no_offset_until_the_deadline_names_the_partition() -> None:
+    with pytest.raises(ChangelogReadError, match=r"changelog cl\[0\]: .*offset -1001"):
+        changelog_watermarks(NoOffsetAdmin(blank=10**9), [("cl", 0)], 0.5, settling=settling)
