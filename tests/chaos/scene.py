@@ -79,9 +79,10 @@ class Scene:
         """Return once a bridge's transaction holds records on the output topic."""
         wait_open_transaction(self.kafka, self.sup, self.feeder, self.group, self.out, chunk)
 
-    def finish(self, final: int = 1000) -> Verdict:
+    def finish(self, final: int = 1000, repeats: bool = False) -> Verdict:
         """Heal everything, feed a ``final`` chunk, wait until it is committed, stop the
-        bridges and run the oracle on everything fed."""
+        bridges and run the oracle on everything fed (``repeats``: ids fed again must have been
+        dropped, see :func:`check_exactly_once`)."""
         self.rig.heal()
         for bridge in self.bridges:
             if bridge.proc is not None and bridge.running():
@@ -90,7 +91,7 @@ class Scene:
         self.sup.stop_all()
         self.watcher.stop()
         return check_exactly_once(self.kafka, self.src, self.out, self.dlq, self.group,
-                                  self.watcher)  # fmt: skip
+                                  self.watcher, repeats=repeats)  # fmt: skip
 
     def close(self) -> None:
         """Teardown: nothing left running, even after a failure."""

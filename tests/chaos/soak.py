@@ -13,6 +13,10 @@ memory and librdkafka's queue sizes from its ``/metrics`` (app.ops.resources), a
 progress. At the end the cluster is healed and the exactly-once oracle
 (:func:`tests.support.chaos.check_exactly_once`) checks everything fed; ``summary.json`` holds
 its verdict and ``soak.png`` the plot (when matplotlib is installed; else the CSV only).
+
+The feed also repeats one id in :data:`REPEAT_EVERY`, a few seconds later (well inside the
+dedupe's TTL): the pipeline must drop each repeat, so state that a fault or a recovery lost
+shows in the oracle as an id emitted twice (unique ids alone would pass whatever the state).
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ import tempfile
 import threading
 import time
 import traceback
+from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -103,6 +108,10 @@ def smaps_heaps(lines: Iterable[str]) -> tuple[int, int]:
 
 
 FIRST_ID = 10_000_000  # the rate feed's ids; the faults' own chunks use r0, r1, ...
+# One id in REPEAT_EVERY is fed again REPEAT_AFTER_S later (same key, so same partition, and
+# same value), unless more than REPEAT_WITHIN_S went by (a fault's pause: the pipeline's
+# 120 s TTL, counted in record time, could then have forgotten it).
+REPEAT_EVERY, REPEAT_AFTER_S, REPEAT_WITHIN_S = 100, 2.0, 60.0
 
 
 class RateFeed(threading.Thread):
@@ -114,8 +123,10 @@ class RateFeed(threading.Thread):
     def __init__(self, scene: Scene, rate: int) -> None:
         super().__init__(name="soak-feed", daemon=True)
         self.scene, self.rate, self.fed = scene, rate, 0
+        self.repeated = 0  # records fed again (not counted in ``fed``, which numbers the ids)
         self.stopped, self.paused = threading.Event(), threading.Event()
         self.errors: list[str] = []  # chunks not confirmed (the feed goes on)
+        self._recent: deque[tuple[float, int, int]] = deque()  # (fed at, first id, count)
 
     def run(self) -> None:
         started = time.monotonic()
@@ -125,16 +136,37 @@ class RateFeed(threading.Thread):
                 continue
             due = int(self.rate * (time.monotonic() - started)) - self.fed
             if due > 0:
-                values, keys = json_records(due, start=FIRST_ID + self.fed)
-                try:
-                    self.scene.kafka.seed(self.scene.src, values, keys)
-                except RuntimeError as exc:
-                    # A rolling broker restart can outlast the flush (attempt 11: this thread
-                    # died there and the last 34 minutes ran without input). The chunk is not
-                    # sent again (its ids would repeat): the oracle reads back what landed.
-                    self.errors.append(f"{time.strftime('%H:%M:%S')} ids from "
-                                       f"{FIRST_ID + self.fed}: {exc}")  # fmt: skip
+                first = FIRST_ID + self.fed
+                self._send(*json_records(due, start=first), first)
+                self._recent.append((time.monotonic(), first, due))
                 self.fed += due
+            self._repeat()
+
+    def _repeat(self) -> None:
+        """Feed again one id in REPEAT_EVERY of the chunks fed REPEAT_AFTER_S ago."""
+        now, ids = time.monotonic(), []
+        while self._recent and now - self._recent[0][0] >= REPEAT_AFTER_S:
+            at, first, count = self._recent.popleft()
+            if now - at <= REPEAT_WITHIN_S:
+                ids += [i for i in range(first, first + count) if i % REPEAT_EVERY == 0]
+        if ids:
+            values: list[bytes] = []
+            keys: list[bytes] = []
+            for i in ids:
+                value, key = json_records(1, start=i)
+                values += value
+                keys += key
+            self._send(values, keys, ids[0])
+            self.repeated += len(ids)
+
+    def _send(self, values: list[bytes], keys: list[bytes], first: int) -> None:
+        try:
+            self.scene.kafka.seed(self.scene.src, values, keys)
+        except RuntimeError as exc:
+            # A rolling broker restart can outlast the flush (attempt 11: this thread died
+            # there and the last 34 minutes ran without input). The chunk is not sent again
+            # (its ids would repeat): the oracle reads back what landed.
+            self.errors.append(f"{time.strftime('%H:%M:%S')} ids from {first}: {exc}")
 
 
 class Sampler(threading.Thread):
@@ -193,6 +225,7 @@ class SoakResult:
     faults: list[str]
     records: int = 0
     aborted_seen_uncommitted: int = 0
+    repeats: int = 0  # inputs whose id came earlier, dropped by the dedupe as they must be
     restarts: int = 0  # exits 3 or 5 restarted by the supervisor (as Kubernetes would)
     liveness_kills: int = 0  # /livez failed 3 times in a row: SIGKILL and restart
     feed_errors: list[str] = field(default_factory=list)
@@ -237,11 +270,12 @@ def run(rig: Rig, out: Path, duration: float, rate: int, fault_period: float,
                 sampler.fault, next_fault = "", time.monotonic() + fault_period
         feed.stopped.set()
         feed.join()
-        verdict = scene.finish()  # heals, feeds a last chunk, stops the bridges, the oracle
+        verdict = scene.finish(repeats=True)  # heals, feeds, stops the bridges, the oracle
         result.records, result.aborted_seen_uncommitted = (
             verdict.records,
             verdict.aborted_uncommitted,
         )
+        result.repeats = verdict.repeats
     except Exception as exc:  # a violation or a stuck fault: reported, logs kept
         result.error = f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}"
     finally:
@@ -252,7 +286,8 @@ def run(rig: Rig, out: Path, duration: float, rate: int, fault_period: float,
         scene.close()
         result.restarts, result.samples = scene.sup.restarts, sampler.rows
         result.liveness_kills = scene.sup.liveness_kills
-        result.fed, result.seconds = feed.fed + scene.feeder.fed, time.monotonic() - started
+        result.fed = feed.fed + feed.repeated + scene.feeder.fed
+        result.seconds = time.monotonic() - started
         result.feed_errors = feed.errors
         result.plot = plot(out / "soak.csv", out / "soak.png")
         result.processes = growth(out / "soak.csv")

@@ -27,5 +27,6 @@ def test_a_short_soak_samples_and_checks_exactly_once(rig: Rig, tmp_path: Path) 
     assert all(int(r["rss_bytes"]) > 0 and int(r["fds"]) > 0 for r in rows)
     assert len(result.faults) == 1, result.faults
     assert result.records == result.fed > 0, "the oracle checked everything fed"
+    assert result.repeats > 0, "no id was fed again: the dedupe's state went unchecked"
     summary = orjson.loads((tmp_path / "summary.json").read_bytes())
     assert summary["samples"] == len(rows) and summary["error"] is None
