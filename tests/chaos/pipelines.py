@@ -48,7 +48,8 @@ def _record_id(value: Any) -> Any:
 
 
 # The soak's pipeline (tests/chaos/soak.py): keyed state (one entry per id) that grows until its
-# TTL and then stays flat, and every record passes (ids are unique), so the oracle applies. The
+# TTL and then stays flat; the feed repeats one id in 100 a few seconds later, which it must
+# drop (the oracle's repeats=True), and every other record passes. The
 # TTL is short enough for the state (and RocksDB's bounded caches over it, filled as the sweeps'
 # tombstones are compacted away) to reach its steady size within the soak's 15-minute warm-up:
 # with 600 s RocksDB's memory was still rising at minute 33 (bench/results/soak-1h-d09720a).
