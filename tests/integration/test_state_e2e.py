@@ -192,23 +192,26 @@ def test_count_with_pipelined_commit_through_aborts_and_sigkills(
     flush (the batches counted beside it are dropped with it), and two SIGKILLs land inside
     open transactions: every input counted exactly once.
 
-    A checkpoint is due every 1,000 records (two batches) and each phase feeds 20,000 at once,
-    so when one is due the next batches are already fetched: checkpoints run pipelined however
-    fast the machine is (the metric says how many)."""
+    A checkpoint is due every 1,000 records (two batches), and each phase's 20,000 records are
+    in the topic before the bridge starts reading them, so when one is due the next batches are
+    already there to fetch: checkpoints run pipelined however fast the machine is (the metric
+    says how many)."""
     s, feeder = _setup(
         kafka, tmp_path, 60_000, "counting",
         pipelined_commit=True, commit_every=1_000, fault_abort_every=3,
     )  # fmt: skip
     port = free_port()
-    bridge = bridges(**s, http_port=port).start()
+    bridge = bridges(**s, http_port=port)
     pipelined = 0.0
     for _ in range(2):
-        _phase(kafka, feeder, s, 20_000, bridge)
+        feeder.feed(20_000)
+        bridge.start()
+        _phase(kafka, feeder, s, 0, bridge)  # wait until all of it is committed
         status, text = http_get(port, "/metrics")
         assert status == 200, bridge.logs()[-3000:]
         pipelined += metric(text, "eos_bridge_checkpoints_pipelined_total")
         _kill(kafka, bridge, s, feeder)
-        bridge.start()
+    bridge.start()
     _finish(kafka, bridge, s, feeder)
     logs = bridge.logs()
     assert "pipelined_commit: each commit runs beside the next batch's pipeline" in logs
