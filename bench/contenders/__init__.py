@@ -245,7 +245,7 @@ CONTENDERS = (
         "hand-eos-avro", "hand-written loop exactly-once, Avro", "hand", "exactly-once", fmt="avro"
     ),
     Contender("raw-copy", "raw copy (no parsing)", "raw", "at-least-once"),
-    # Kafka Streams 4.3.1 exactly_once_v2 (bench/kstreams); c0 = statestore.cache.max.bytes=0,
+    # Kafka Streams 4.4.0 exactly_once_v2 (bench/kstreams); c0 = statestore.cache.max.bytes=0,
     # warm = after a JIT warm-up phase (bench/contenders/kstreams.py).
     Contender("kstreams-eos", "Kafka Streams EOS-v2", "kstreams", "exactly-once"),
     Contender("kstreams-eos-c0", "Kafka Streams EOS-v2 cache 0", "kstreams", "exactly-once"),
