@@ -269,11 +269,28 @@ def _high_watermarks(target: ResultsTarget) -> dict[int, int]:
     try:
         metadata = consumer.list_topics(topic, timeout=TIMEOUT_S)
         return {
-            p: consumer.get_watermark_offsets(TopicPartition(topic, p), TIMEOUT_S, False)[1]
+            p: _high_watermark(consumer, TopicPartition(topic, p))
             for p in sorted(metadata.topics[topic].partitions)
         }
     finally:
         consumer.close()
+
+
+def _high_watermark(consumer: Consumer, tp: TopicPartition) -> int:
+    """An end offset below 0 (librdkafka's "invalid", answered without an error while a broker
+    was cut off) is asked again: taken for an end, the partition would go unread, its marker
+    unseen, and the batch written twice."""
+    deadline = time.monotonic() + TIMEOUT_S
+    while True:
+        high: int = consumer.get_watermark_offsets(tp, TIMEOUT_S, False)[1]
+        if high >= 0:
+            return high
+        if time.monotonic() >= deadline:
+            raise InfrastructureError(
+                f"output.kafka.batches_topic {tp.topic}[{tp.partition}]: no end offset within "
+                f"{TIMEOUT_S:g} s (answered {high})"
+            )
+        time.sleep(0.2)
 
 
 def _reached(consumer: Consumer, topic: str, ends: Mapping[int, int]) -> bool:

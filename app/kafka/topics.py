@@ -130,11 +130,26 @@ def end_offsets(
     consumer = _consumer(conn, read_committed)
     try:
         return {
-            p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout)[1]
+            p: high_watermark(consumer, TopicPartition(topic, p), timeout)
             for p in partitions_of(conn, topic)
         }
     finally:
         consumer.close()
+
+
+def high_watermark(consumer: Consumer, tp: TopicPartition, timeout: float) -> int:
+    """The end offset of ``tp``. An answer below 0 (librdkafka's "invalid", which ListOffsets
+    has given without an error while a broker was cut off) is asked again until ``timeout``,
+    then is a TimeoutError naming the partition: taken for an end, it would make a read skip
+    the partition."""
+    deadline = time.monotonic() + timeout
+    while True:
+        high: int = consumer.get_watermark_offsets(tp, timeout=timeout)[1]
+        if high >= 0:
+            return high
+        if time.monotonic() >= deadline:
+            raise TimeoutError(f"{tp.topic}[{tp.partition}]: no end offset (answered {high})")
+        time.sleep(0.2)
 
 
 def read_all(

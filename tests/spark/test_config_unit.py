@@ -158,3 +158,37 @@ def test_spark_settings_come_from_repeated_conf_options() -> None:
 def test_a_malformed_conf_option_is_named(bad: str) -> None:
     with pytest.raises(JobConfigError, match=f"--conf '{bad}'"):
         cli.spark_conf_from(stream.parse_args(_stream_args("--conf", bad)))
+
+
+class _Watermarks:
+    """A consumer whose end-offset answers are scripted."""
+
+    def __init__(self, *answers: int) -> None:
+        self.answers = list(answers)
+
+    def get_watermark_offsets(self, tp: object, timeout: float, cached: bool) -> tuple[int, int]:
+        high = self.answers.pop(0) if len(self.answers) > 1 else self.answers[0]
+        return 0, high
+
+
+def test_an_end_offset_answered_as_invalid_is_asked_again() -> None:
+    """-1001 taken for the end would leave the partition unread and its marker unseen."""
+    from confluent_kafka import TopicPartition
+
+    from spark_jobs import results
+
+    consumer = _Watermarks(-1001, 7)
+    assert results._high_watermark(consumer, TopicPartition("b", 2)) == 7  # type: ignore[arg-type]
+
+
+def test_an_end_offset_never_answered_is_one_line_naming_the_partition(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from confluent_kafka import TopicPartition
+
+    from spark_jobs import results
+    from spark_jobs.errors import InfrastructureError
+
+    monkeypatch.setattr(results, "TIMEOUT_S", 0.0)
+    with pytest.raises(InfrastructureError, match=r"batches_topic b\[2\]: no end offset"):
+        results._high_watermark(_Watermarks(-1001), TopicPartition("b", 2))  # type: ignore[arg-type]

@@ -167,3 +167,27 @@ def test_a_read_held_open_past_the_timeout_is_one_fatal_line() -> None:
     store = _store(reader, RecordingGuard(), timeout=0.0, stuck_after=None)
     with pytest.raises(KafkaFatalError, match=r"not read to its end .* a transaction holds it"):
         store.committed([TopicPartition("in", 0)])
+
+
+def test_an_end_offset_answered_as_invalid_is_asked_again() -> None:
+    """-1001 taken for the end would end the read before its records: positions from nothing."""
+    reader = _Reader([(offsets_key("g", "in", 0), offsets_value(12, "w"))])
+    answers = iter([(-1001, -1001), (0, 1)])
+    reader.get_watermark_offsets = lambda tp, timeout: next(answers)  # type: ignore[method-assign]
+    consume, fetches = reader.consume, iter([False, True])  # the first fetch brings nothing yet
+    reader.consume = lambda n, timeout: consume(n, timeout) if next(fetches) else []  # type: ignore[method-assign]
+    store = _store(reader, RecordingGuard(), timeout=30.0, stuck_after=None)
+    committed = store.committed([TopicPartition("in", 0)])
+    assert [(tp.partition, tp.offset) for tp in committed] == [(0, 12)]
+
+
+def test_an_end_offset_never_answered_is_one_fatal_line() -> None:
+    import pytest
+
+    from app.errors import KafkaFatalError
+
+    reader = _Reader([(offsets_key("g", "in", 0), offsets_value(12, "w"))])
+    reader.get_watermark_offsets = lambda tp, timeout: (-1001, -1001)  # type: ignore[method-assign]
+    store = _store(reader, RecordingGuard(), timeout=0.0, stuck_after=None)
+    with pytest.raises(KafkaFatalError, match=r"offsets topic g.offsets\[0\]: no end offset"):
+        store.committed([TopicPartition("in", 0)])
