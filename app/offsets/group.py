@@ -40,20 +40,29 @@ class GroupOffsets:
         self._stuck_after = stuck_after or timeout + _GRACE_S  # the watchdog's deadline
 
     def committed(self, partitions: list[TopicPartition]) -> list[TopicPartition]:
+        """The committed offsets (-1001: none). An error of one partition (librdkafka answers
+        it in that partition, with offset -1001, and no error for the call) is the call's
+        error: taken for "never committed", the partition would start from
+        ``auto.offset.reset``."""
         deadline = time.monotonic() + self._timeout
         while True:
+            what = "committed offsets"
             try:
                 with self._guard.guard("committed", self._stuck_after, "group coordinator"):
-                    return self._consumer.committed(partitions, timeout=self._timeout)
+                    answer = self._consumer.committed(partitions, timeout=self._timeout)
+                failed = next((tp for tp in answer if tp.error is not None), None)
+                if failed is None:
+                    return answer
+                what = f"committed offset of {failed.topic}[{failed.partition}]"
+                raise KafkaException(failed.error)
             except KafkaException as exc:
                 if not settling(exc):
-                    raise bridge_error("committed offsets", exc) from exc
+                    raise bridge_error(what, exc) from exc
                 if time.monotonic() >= deadline:
                     raise KafkaFatalError(
-                        f"committed offsets not readable within {self._timeout:.0f}s: "
-                        f"{describe(exc)}"
+                        f"{what} not readable within {self._timeout:.0f}s: {describe(exc)}"
                     ) from exc
-                log.warning("committed offsets: %s; asking again", describe(exc))
+                log.warning("%s: %s; asking again", what, describe(exc))
                 time.sleep(_LOOKUP_PAUSE_S)
 
     def put(self, producer: ProducerPort, positions: list[TopicPartition], timeout: float) -> None:
@@ -82,7 +91,11 @@ def committed_offsets(
         tps = [TopicPartition(topic, p) for p in partitions_of(conn, topic)]
         while True:
             try:
-                return {tp.partition: tp.offset for tp in consumer.committed(tps, timeout=10)}
+                answer = consumer.committed(tps, timeout=10)
+                for tp in answer:
+                    if tp.error is not None:  # a partition's own error: not "none committed"
+                        raise KafkaException(tp.error)
+                return {tp.partition: tp.offset for tp in answer}
             except KafkaException as exc:
                 if not settling(exc) or time.monotonic() > deadline:
                     raise
