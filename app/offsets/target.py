@@ -22,12 +22,12 @@ from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 from app.errors import ConfigError, KafkaFatalError
 from app.kafka.errors import describe
 from app.kafka.ports import CallGuard, ProducerPort, TaskRouting
+from app.kafka.topics import high_watermark
 
 log = logging.getLogger(__name__)
 
 _GRACE_S = 15.0  # the watchdog's margin over our own deadline
 _READ_BATCH = 10_000
-_RETRY_S = 0.2  # between two asks for an end offset
 _FORMAT = 1  # version of the value's JSON
 
 
@@ -212,23 +212,9 @@ class TargetOffsets:
         try:
             meta = self._reader.list_topics(self.topic, timeout=self._timeout).topics[self.topic]
             tps = [TopicPartition(self.topic, p, OFFSET_BEGINNING) for p in meta.partitions]
-            ends = {tp.partition: self._high_watermark(tp) for tp in tps}
-        except (KafkaException, KeyError, TypeError) as exc:
+            # An end below 0 is asked again (high_watermark): taken for an end, it would end
+            # the read at once and resume from stale positions.
+            ends = {tp.partition: high_watermark(self._reader, tp, self._timeout) for tp in tps}
+        except (KafkaException, KeyError, TypeError, TimeoutError) as exc:
             raise KafkaFatalError(f"offsets topic {self.topic!r}: {describe(exc)}") from exc
         return tps, ends
-
-    def _high_watermark(self, tp: TopicPartition) -> int:
-        """An end offset below 0 (librdkafka's "invalid", which the admin client has answered
-        without an error while a broker was cut off) is asked again: taken for an end, it
-        would end the read at once and resume from stale positions."""
-        deadline = time.monotonic() + self._timeout
-        while True:
-            high: int = self._reader.get_watermark_offsets(tp, timeout=self._timeout)[1]
-            if high >= 0:
-                return high
-            if time.monotonic() >= deadline:
-                raise KafkaFatalError(
-                    f"offsets topic {self.topic}[{tp.partition}]: no end offset within "
-                    f"{self._timeout:.0f}s (answered {high})"
-                )
-            time.sleep(_RETRY_S)

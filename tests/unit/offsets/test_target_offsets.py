@@ -189,5 +189,5 @@ def test_an_end_offset_never_answered_is_one_fatal_line() -> None:
     reader = _Reader([(offsets_key("g", "in", 0), offsets_value(12, "w"))])
     reader.get_watermark_offsets = lambda tp, timeout: (-1001, -1001)  # type: ignore[method-assign]
     store = _store(reader, RecordingGuard(), timeout=0.0, stuck_after=None)
-    with pytest.raises(KafkaFatalError, match=r"offsets topic g.offsets\[0\]: no end offset"):
+    with pytest.raises(KafkaFatalError, match=r"'g.offsets': g.offsets\[0\]: no end offset"):
         store.committed([TopicPartition("in", 0)])
