@@ -11,8 +11,9 @@ child's code, so a real crash loop still reaches Kubernetes. Any exit other than
 configuration, 4 record) ends the supervisor with that code: a restart cannot fix those. Exit
 5 (this static member fenced) is restarted like 3: after a coordinator failover the group can
 fence the instance's own earlier membership, which a restart fixes; a live twin fences it again
-at once and spends the budget. SIGTERM/SIGINT go to the child; the supervisor then waits for
-it and exits with its code, never restarting it.
+at once and spends the budget. SIGTERM/SIGINT go to the child (also one that arrives while a
+restarted child is being started); the supervisor then waits for it and exits with its code,
+never restarting it. A child killed by a signal N ends the supervisor with 128 + N.
 """
 
 from __future__ import annotations
@@ -83,14 +84,16 @@ class Supervisor:
         self._budget = budget
         self._clock = clock
         self._child: subprocess.Popen[bytes] | None = None
-        self._stopping = False
+        self._stopping: int | None = None  # the signal that asked to stop
+        self._signalled: subprocess.Popen[bytes] | None = None  # the child that received it
 
     def forward(self, signum: int, _frame: FrameType | None = None) -> None:
         """SIGTERM/SIGINT: hand the signal to the child; no restart after it ends."""
-        self._stopping = True
+        self._stopping = signum
         child = self._child
         if child is not None and child.poll() is None:
             child.send_signal(signum)
+            self._signalled = child
 
     def run(self) -> int:
         """Start the child, restart it on exit 3 or 5 within the budget; the final exit code."""
@@ -99,11 +102,14 @@ class Supervisor:
             started = self._clock()
             # Its own process group: a terminal's Ctrl-C reaches the child once, through us.
             self._child = subprocess.Popen(self._command, process_group=0)
+            if self._stopping is not None and self._signalled is not self._child:
+                # The signal came while this child was being started (a restart): it stops too.
+                self.forward(self._stopping)
             if restarts:
                 self._report_ready(restarts, started)
-            code = self._child.wait()
+            code = exit_status(self._child.wait())
             ended = self._clock()
-            if self._stopping or code not in RESTARTABLE:
+            if self._stopping is not None or code not in RESTARTABLE:
                 return code
             if not self._budget.allow(ended):
                 log.error(
@@ -134,6 +140,12 @@ class Supervisor:
                 time.sleep(0.2)
 
         threading.Thread(target=watch, name="supervise-ready", daemon=True).start()
+
+
+def exit_status(returncode: int) -> int:
+    """A child's exit code as a shell reports it: killed by signal N is 128 + N (137 for the
+    OOM killer's SIGKILL), never a negative code that would leave the supervisor as 256 - N."""
+    return 128 - returncode if returncode < 0 else returncode
 
 
 def _ready(port: str) -> bool:

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import signal
 import sys
 from pathlib import Path
 
 import pytest
 
-from app.commands.supervise import RestartBudget, Supervisor
+from app.commands.supervise import RestartBudget, Supervisor, exit_status
 from app.kafka.defaults import stuck_call_deadline
 
 
@@ -65,9 +66,37 @@ def test_gives_up_with_the_childs_code_after_the_budget(
 
 
 def test_no_restart_after_a_forwarded_sigterm(tmp_path: Path) -> None:
-    sup = Supervisor(_child(tmp_path, [3]), RestartBudget(5, 600))
-    sup.forward(15)  # before the child runs: it ends on its own with 3, and stays ended
-    assert sup.run() == 3 and _starts(tmp_path) == 1
+    """The child sends SIGTERM to the supervisor (this process), which forwards it; the child
+    then exits 3 (as a shutdown past its deadline does) and is not restarted."""
+    counter = tmp_path / "starts"
+    script = (
+        "import os, pathlib, signal, sys, time; "
+        f"p = pathlib.Path({str(counter)!r}); p.write_text(str(int(p.read_text() or 0) + 1) "
+        "if p.exists() else '1'); "
+        "signal.signal(signal.SIGTERM, lambda *_: sys.exit(3)); "
+        "os.kill(os.getppid(), signal.SIGTERM); time.sleep(600)"
+    )
+    sup = Supervisor([sys.executable, "-S", "-c", script], RestartBudget(5, 600))
+    previous = signal.signal(signal.SIGTERM, sup.forward)
+    try:
+        assert sup.run() == 3
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    assert _starts(tmp_path) == 1
+
+
+def test_a_sigterm_while_a_child_starts_reaches_that_child(tmp_path: Path) -> None:
+    """SIGTERM handled while a restarted child was being started (no child to forward it to):
+    the new child gets it at once, instead of running until the kubelet's SIGKILL."""
+    sleeper = [sys.executable, "-S", "-c", "import time; time.sleep(60)"]  # 0 if never signalled
+    sup = Supervisor(sleeper, RestartBudget(5, 600))
+    sup.forward(signal.SIGTERM)  # no child yet: only noted
+    assert sup.run() == 128 + signal.SIGTERM, "the sleeper ended by the forwarded SIGTERM"
+
+
+@pytest.mark.parametrize(("returncode", "status"), [(0, 0), (3, 3), (-9, 137), (-15, 143)])
+def test_exit_status_is_the_shells(returncode: int, status: int) -> None:
+    assert exit_status(returncode) == status
 
 
 def test_stuck_call_deadline_follows_the_failover_timeouts() -> None:
