@@ -45,6 +45,8 @@ KafkaValue = str | int | float | bool
 # A role's schema settings when none are given (frozen: one instance serves every default).
 _NO_SCHEMA = SchemaSettings.model_validate({})
 Format = Literal["json", "bytes", "avro", "protobuf", "json_schema"]
+LogFormat = Literal["text", "json"]
+LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR"]
 
 
 _S = TypeVar("_S", bound="ConnectionSettings")
@@ -212,8 +214,8 @@ class BridgeSettings(ConnectionSettings):
 
     http_port: int = Field(9000, ge=0, le=65535, description="/metrics /livez /readyz; 0 = off")
     http_host: str = "0.0.0.0"
-    log_format: Literal["text", "json"] = "text"
-    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+    log_format: LogFormat = "text"
+    log_level: LogLevel = "INFO"
 
     target: Cluster | None = Field(
         None,

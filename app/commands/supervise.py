@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import logging
-import os
 import signal
 import subprocess
 import sys
@@ -30,7 +29,14 @@ import urllib.request
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from types import FrameType
+
+from pydantic import Field
+
+from app.config import ConnectionSettings, LogFormat, LogLevel, load_tool_settings
+from app.errors import ConfigError
+from app.ops import logs
 
 log = logging.getLogger("app.supervise")
 
@@ -72,6 +78,7 @@ class Supervisor:
         command: the child's argv.
         budget: how many exit-3 restarts are allowed.
         clock: monotonic seconds (tests hand in their own).
+        http_port: the child's ``/readyz`` port, watched after a restart (0: not watched).
     """
 
     def __init__(
@@ -79,8 +86,10 @@ class Supervisor:
         command: Sequence[str],
         budget: RestartBudget,
         clock: Callable[[], float] = time.monotonic,
+        http_port: int = 0,
     ) -> None:
         self._command = list(command)
+        self._http_port = http_port
         self._budget = budget
         self._clock = clock
         self._child: subprocess.Popen[bytes] | None = None
@@ -127,8 +136,8 @@ class Supervisor:
 
     def _report_ready(self, restart: int, exited: float) -> None:
         """Log when the restarted child answers ``/readyz`` again: what the restart cost."""
-        child, port = self._child, os.environ.get("BRIDGE_HTTP_PORT", "9000")
-        if port == "0":
+        child, port = self._child, self._http_port
+        if not port:
             return
 
         def watch() -> None:
@@ -148,7 +157,7 @@ def exit_status(returncode: int) -> int:
     return 128 - returncode if returncode < 0 else returncode
 
 
-def _ready(port: str) -> bool:
+def _ready(port: int) -> bool:
     try:
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=1) as resp:
             return bool(resp.status == 200)
@@ -178,16 +187,44 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     parser.set_defaults(func=cmd_supervise)
 
 
+class ProcessSettings(ConnectionSettings):
+    """What the supervisor reads of the bridge's settings, from the same sources (the rest
+    ignored): its own lines take the bridge's log format and level, and it watches the
+    bridge's ``/readyz`` on ``http_port``."""
+
+    http_port: int = Field(9000, ge=0, le=65535)
+    log_format: LogFormat = "text"
+    log_level: LogLevel = "INFO"
+
+
+def child_settings(child: Sequence[str]) -> ProcessSettings:
+    """The child's log format, log level and HTTP port, from its settings (``BRIDGE_*``, its
+    config file: ``BRIDGE_CONFIG_FILE`` or its ``--config``); the defaults when they do not
+    load (the child then says why in one line and exits 2, which ends the supervisor)."""
+    config: Path | None = None
+    for i, arg in enumerate(child):
+        if arg == "--config" and i + 1 < len(child):
+            config = Path(child[i + 1])
+        elif arg.startswith("--config="):
+            config = Path(arg.partition("=")[2])
+    try:
+        return load_tool_settings(ProcessSettings, config)
+    except ConfigError:
+        return ProcessSettings.model_construct()
+
+
 def cmd_supervise(args: argparse.Namespace) -> int:
     child = args.child[1:] if args.child[:1] == ["--"] else args.child
     if not child or args.max_restarts < 0 or args.window <= 0:
         print("eos-bridge supervise: usage: supervise [--max-restarts N] [--window S] -- run ...",
               file=sys.stderr)  # fmt: skip
         return 2
-    logging.basicConfig(level=logging.INFO,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")  # fmt: skip
-    supervisor = Supervisor([sys.executable, "-m", "app", *child],
-                            RestartBudget(args.max_restarts, args.window))  # fmt: skip
+    settings = child_settings(child)
+    logs.setup(settings.log_level, settings.log_format)  # its lines as the bridge's (JSON too)
+    supervisor = Supervisor(
+        [sys.executable, "-m", "app", *child], RestartBudget(args.max_restarts, args.window),
+        http_port=settings.http_port,
+    )  # fmt: skip
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, supervisor.forward)
     return supervisor.run()

@@ -27,14 +27,20 @@ def test_exit_3_is_restarted_at_once_until_the_budget_is_spent(
     kafka: KafkaFixture, bridges: MakeBridge
 ) -> None:
     """A record that hangs its step: each child exits 3 (the transaction age bound), the
-    supervisor restarts it twice without waiting, then exits 3 itself (a crash loop)."""
+    supervisor restarts it twice without waiting, then exits 3 itself (a crash loop). With
+    ``log_format=json`` every line, the supervisor's too, is one JSON object."""
     src, out, dlq = bridge_topics(kafka, partitions=1)
     kafka.seed(src, [orjson.dumps({"id": "r0", "hang": True})])
     s = base_settings(kafka, src, out, dlq, pipeline="tests.pipelines:hangs",
-                      transaction_timeout_ms=6000)  # fmt: skip
+                      transaction_timeout_ms=6000, log_format="json")  # fmt: skip
     bridge = _supervised(bridges(**s), "--max-restarts", "2", "--window", "600").start()
     assert bridge.wait(GUARD_S) == 3, bridge.logs()[-3000:]
-    log = bridge.logs()
+    # Every line but the harness's own start markers.
+    lines = [orjson.loads(line) for line in bridge.logs().splitlines()
+             if line.strip() and not line.startswith("===== start #")]  # fmt: skip
+    loggers = {line["logger"] for line in lines}
+    assert "app.supervise" in loggers and len(loggers) > 1, loggers
+    log = "\n".join(line["message"] for line in lines)
     assert log.count("test step hang: blocking forever") == 3, "first start + 2 restarts"
     pattern = r"bridge exited 3 after [\d.]+s; restart (\d) \(\d of 2 within 600s\)"
     restarts = re.findall(pattern, log)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from app.commands.supervise import RestartBudget, Supervisor, exit_status
+from app.commands.supervise import RestartBudget, Supervisor, child_settings, exit_status
 from app.kafka.defaults import stuck_call_deadline
 
 
@@ -107,3 +107,38 @@ def test_stuck_call_deadline_follows_the_failover_timeouts() -> None:
     assert stuck_call_deadline(30, {"request.timeout.ms": 8000, "session.timeout.ms": 3000},
                                {}, {}) == 16  # fmt: skip
     assert stuck_call_deadline(5, {}, {"session.timeout.ms": 6000}, {}) == 20, "capped"
+
+
+def test_child_settings_follow_the_bridges_sources(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The supervisor's lines take the bridge's log format (the chart's default is JSON) and
+    it watches the bridge's own HTTP port, from env, BRIDGE_CONFIG_FILE or --config."""
+    for name in ("BRIDGE_LOG_FORMAT", "BRIDGE_LOG_LEVEL", "BRIDGE_HTTP_PORT", "BRIDGE_CONFIG_FILE"):
+        monkeypatch.delenv(name, raising=False)
+    defaults = child_settings(["run"])
+    assert (defaults.log_format, defaults.log_level, defaults.http_port) == ("text", "INFO", 9000)
+
+    monkeypatch.setenv("BRIDGE_LOG_FORMAT", "json")
+    monkeypatch.setenv("BRIDGE_INPUT_TOPICS", "in")  # the bridge's other settings: ignored
+    assert child_settings(["run"]).log_format == "json"
+
+    config = tmp_path / "bridge.yaml"
+    config.write_text("log_level: WARNING\nhttp_port: 9100\noutput_topic: out\n")
+    for child in (["run", "--config", str(config)], ["run", f"--config={config}"]):
+        settings = child_settings(child)
+        assert (settings.log_format, settings.log_level, settings.http_port) == (
+            "json", "WARNING", 9100,
+        ), child  # fmt: skip
+    monkeypatch.setenv("BRIDGE_CONFIG_FILE", str(config))
+    assert child_settings(["run"]).http_port == 9100
+
+
+def test_child_settings_that_do_not_load_are_the_defaults(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A wrong setting is the child's to report (one line, exit 2): the supervisor starts it."""
+    monkeypatch.setenv("BRIDGE_LOG_FORMAT", "xml")
+    assert child_settings(["run"]).log_format == "text"
+    monkeypatch.delenv("BRIDGE_LOG_FORMAT")
+    assert child_settings(["run", "--config", str(tmp_path / "missing.yaml")]).http_port == 9000
