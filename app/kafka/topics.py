@@ -12,7 +12,14 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka import (
+    OFFSET_BEGINNING,
+    Consumer,
+    KafkaException,
+    Message,
+    Producer,
+    TopicPartition,
+)
 from confluent_kafka.admin import AdminClient, NewTopic
 
 # A bootstrap address, or a whole librdkafka client configuration (SASL, TLS...).
@@ -171,6 +178,18 @@ def iter_all(
 ) -> Iterator[KafkaRecord]:
     """Every record of ``topics`` from the beginning up to the end offsets at the call, one at
     a time (each partition's in offset order), so millions need not fit in memory at once.
+    See :func:`iter_messages`."""
+    return map(_record, iter_messages(conn, topics, read_committed, timeout))
+
+
+def iter_messages(
+    conn: Connection,
+    topics: str | Iterable[str],
+    read_committed: bool = True,
+    timeout: float = 60.0,
+) -> Iterator[Message]:
+    """:func:`iter_all`'s records as the client's own messages (none with an error): for
+    readers of tens of millions, to whom a :class:`KafkaRecord` each is most of the cost.
 
     Done is decided by the consumer position reaching the end offset of every partition, never
     by "saw the last record": the last offset may be a transaction marker. ``timeout`` bounds
@@ -199,9 +218,9 @@ def iter_all(
             for msg in consumer.consume(num_messages=10_000, timeout=0.5):
                 if msg.error() is not None:
                     raise KafkaException(msg.error())
-                record = _record(msg)
-                if record.offset < ends[(record.topic, record.partition)]:
-                    yield record
+                # A consumed message without an error has all three (typed Optional).
+                if msg.offset() < ends[(msg.topic(), msg.partition())]:  # type: ignore[operator,index]
+                    yield msg
             positions = consumer.position([TopicPartition(t, p) for t, p in pending])
             pending = {
                 (tp.topic, tp.partition)
@@ -219,6 +238,10 @@ def _consumer(conn: Connection, read_committed: bool) -> Consumer:
         "enable.partition.eof": False,
         "auto.offset.reset": "earliest",
         "isolation.level": "read_committed" if read_committed else "read_uncommitted",
+        # Prefetch up to a million records (the queue stays within queued.max.messages.kbytes,
+        # 64 MB): small records are read 3x faster than with the default 100,000 (a reader of
+        # a 1M-record topic, one local broker: 2.1 s, was 6.8 s).
+        "queued.min.messages": 1_000_000,
     }
     return Consumer(client_config(conn, **settings))
 

@@ -387,36 +387,40 @@ def check_exactly_once(
     Every committed input is once in output + DLQ and nothing else is there; per input
     partition the output keeps input order; no open transaction (LSO == HW); the group
     committed the end of the input; the live reader saw no duplicate and no aborted record.
-    The output is read as a stream (a soak's 13 M records need not fit in memory twice).
+    The topics are read as streams of the client's messages and what is kept per input id is a
+    few bytes (:class:`_Sources`): a 2-hour soak's 31 M records, read three times.
 
     ``repeats``: input ids may repeat (in one partition), and the pipeline is a dedupe that
     must drop every repeat: only an id's first input counts, so a dedupe that lost its state
     emits an id twice and fails the check. Otherwise ids must be unique.
     """
-    # 13 M records (a 2-hour soak) take minutes to read: the deadline grows with the input.
+    # 31 M records (a 2-hour soak) take minutes to read: the deadline grows with the input.
     timeout = 60.0 + sum(kafka.end_offsets(src).values()) / 10_000
-    source: dict[str, tuple[int, int]] = {}
-    inputs = 0
-    for r in kafka.iter_all(src, timeout=timeout):
-        inputs += 1
-        rid = record_id_of(r.value)
-        if rid not in source:  # a partition's offsets ascend: its first input comes first
-            source[rid] = (r.partition, r.offset)
-        else:
-            assert repeats, f"test input ids are not unique: {rid}"
-            assert source[rid][0] == r.partition, f"id {rid} repeated in another partition"
     dead = kafka.read_all(dlq)
-    got = Counter(_dead_letter_ids(dead, src, source))
-    order = _InputOrder(source)
+    dead_at = _dead_letter_positions(dead, src)
+    source, dead_ids, inputs = _Sources(), list[str](), 0
+    for m in kafka.iter_messages(src, timeout=timeout):
+        inputs += 1
+        rid, part, off = record_id_of(m.value()), m.partition(), m.offset()
+        first = source.add(rid, part, off)  # a partition's offsets ascend: the first comes first
+        if first is not None:
+            assert repeats, f"test input ids are not unique: {rid}"
+            assert first[0] == part, f"id {rid} repeated in another partition"
+        if (part, off) in dead_at:
+            dead_ids.append(rid)
+    assert len(dead_ids) == len(dead_at), f"dead letters of unknown inputs: {sorted(dead_at)}"
+    for rid in dead_ids:
+        source.count(rid)
+    order = _InputOrder()
     seen = _SeenCheck(watcher)
-    for r in kafka.iter_all([out, dlq], timeout=timeout):
-        rid = record_id_of(r.value)
-        seen.committed(r, rid)
-        if r.topic == out:
-            got[rid] += 1
-            order.check(r, rid)
-    missing = [i for i in source if got[i] == 0]
-    extra = {i: c for i, c in got.items() if c != 1 or i not in source}
+    outputs = 0
+    for m in kafka.iter_messages([out, dlq], timeout=timeout):
+        rid = record_id_of(m.value())
+        seen.committed(m.topic(), m.partition(), m.offset(), rid)
+        if m.topic() == out:
+            outputs += 1
+            order.check(m.partition(), source.count(rid))
+    missing, extra = source.missing(), source.extra()
     assert not missing, f"{len(missing)} inputs missing from output+DLQ, e.g. {missing[:5]}"
     assert not extra, f"{len(extra)} ids duplicated or unknown, e.g. {list(extra.items())[:5]}"
     for topic in (out, dlq):
@@ -424,42 +428,121 @@ def check_exactly_once(
         assert lso == hw, f"open transaction left on {topic}: LSO {lso} != HW {hw}"
     assert kafka.committed_offsets(group, src) == kafka.end_offsets(src), "committed != end"
     seen.finish()
-    outputs = sum(got.values()) - len(dead)
-    written = sum(1 for _ in kafka.iter_all(out, read_committed=False, timeout=timeout))
+    written = sum(1 for _ in kafka.iter_messages(out, read_committed=False, timeout=timeout))
     return Verdict(
         records=inputs, aborted_uncommitted=written - outputs, repeats=inputs - len(source)
     )
 
 
-def _dead_letter_ids(
-    dead: list[KafkaRecord], src: str, source: dict[str, tuple[int, int]]
-) -> list[str]:
-    by_position = {position: rid for rid, position in source.items()} if dead else {}
-    ids = []
+def _dead_letter_positions(dead: list[KafkaRecord], src: str) -> set[tuple[int, int]]:
+    """The (partition, offset) of ``src`` each dead letter names (each once)."""
+    at = set()
     for r in dead:
         topic, part, off = (r.header(h) for h in (H_TOPIC, H_PARTITION, H_OFFSET))
         assert topic is not None and topic.decode() == src, f"dead letter of unknown source {r}"
         assert part is not None and off is not None
-        ids.append(by_position[(int(part), int(off))])
-    return ids
+        position = (int(part), int(off))
+        assert position not in at, f"two dead letters for {src} {position}"
+        at.add(position)
+    return at
+
+
+class _Sources:
+    """Per input id: the (partition, offset) it was first read at, and how often it was found
+    in output + DLQ. Ids of the test feeds' form ``r<n>`` are kept in arrays indexed by n (13
+    bytes an id: a soak's 31 M ids take 0.5 GB, where a dict took 9 GB and, with three brokers
+    on the machine, most of an hour); any other id in a dict."""
+
+    def __init__(self) -> None:
+        self._part, self._off, self._hits = array("i"), array("q"), bytearray()
+        self._other: dict[str, list[int]] = {}  # id -> [partition, offset, hits]
+        self._unknown: Counter[str] = Counter()  # found, but never an input
+        self._size = 0
+
+    def __len__(self) -> int:
+        return self._size
+
+    @staticmethod
+    def _slot(rid: str) -> int | None:
+        n = rid[1:]
+        if rid[:1] == "r" and n.isdigit() and n.isascii() and (n == "0" or n[0] != "0"):
+            return int(n)
+        return None
+
+    def get(self, rid: str) -> tuple[int, int] | None:
+        n = self._slot(rid)
+        if n is None:
+            found = self._other.get(rid)
+            return None if found is None else (found[0], found[1])
+        if n >= len(self._off) or self._off[n] < 0:
+            return None
+        return self._part[n], self._off[n]
+
+    def add(self, rid: str, partition: int, offset: int) -> tuple[int, int] | None:
+        """Keep ``rid`` at (``partition``, ``offset``), unless it was added before: then where."""
+        n = self._slot(rid)
+        if n is None:
+            found = self._other.get(rid)
+            if found is not None:
+                return found[0], found[1]
+            self._other[rid] = [partition, offset, 0]
+            self._size += 1
+            return None
+        if n < len(self._off) and self._off[n] >= 0:
+            return self._part[n], self._off[n]
+        self._size += 1
+        if n >= len(self._off):
+            grow = max(n + 1, 2 * len(self._off)) - len(self._off)
+            self._part.extend(array("i", [0]) * grow)
+            self._off.extend(array("q", [-1]) * grow)
+            self._hits.extend(bytes(grow))
+        self._part[n], self._off[n] = partition, offset
+        return None
+
+    def count(self, rid: str) -> tuple[int, int] | None:
+        """``rid`` was found once more in output + DLQ: where it was input (None: never)."""
+        n = self._slot(rid)
+        if n is None:
+            found = self._other.get(rid)
+            if found is not None:
+                found[2] += 1
+                return found[0], found[1]
+        elif n < len(self._off) and self._off[n] >= 0:
+            self._hits[n] = min(self._hits[n] + 1, 255)
+            return self._part[n], self._off[n]
+        self._unknown[rid] += 1
+        return None
+
+    def missing(self) -> list[str]:
+        """Input ids never found."""
+        lost = [f"r{n}" for n, off in enumerate(self._off) if off >= 0 and not self._hits[n]]
+        return lost + [rid for rid, (_p, _o, hits) in self._other.items() if not hits]
+
+    def extra(self) -> dict[str, int]:
+        """Ids found more than once (how often; 255 means 255 or more), or never an input."""
+        twice = {f"r{n}": c for n, c in enumerate(self._hits) if c > 1}
+        twice |= {rid: hits for rid, (_p, _o, hits) in self._other.items() if hits > 1}
+        return twice | dict(self._unknown)
 
 
 class _InputOrder:
     """In each output partition, the records of one input partition keep their input order
     (fed the output in each partition's offset order)."""
 
-    def __init__(self, source: dict[str, tuple[int, int]]) -> None:
-        self._source = source
+    def __init__(self) -> None:
         self._last: dict[tuple[int, int], int] = {}
 
-    def check(self, r: KafkaRecord, rid: str) -> None:
-        in_part, in_off = self._source[rid]
-        prev = self._last.get((r.partition, in_part), -1)
+    def check(self, out_part: int, position: tuple[int, int] | None) -> None:
+        """The next record of output partition ``out_part`` was input at ``position``."""
+        if position is None:  # not an input: the oracle reports it as unknown
+            return
+        in_part, in_off = position
+        prev = self._last.get((out_part, in_part), -1)
         assert in_off > prev, (
             f"order broken: input {in_part}@{in_off} after {in_part}@{prev} "
-            f"in output partition {r.partition}"
+            f"in output partition {out_part}"
         )
-        self._last[(r.partition, in_part)] = in_off
+        self._last[(out_part, in_part)] = in_off
 
 
 class _SeenCheck:
@@ -477,19 +560,21 @@ class _SeenCheck:
             dupes = sum(1 for a, b in pairwise(ids) if a == b)
             assert not dupes, f"live read_committed reader saw {dupes} duplicates"
 
-    def committed(self, r: KafkaRecord, rid: str) -> None:
-        if self._watcher is None or (r.topic, r.partition) not in self._watcher.seen:
+    def committed(self, topic: str, partition: int, offset: int, rid: str) -> None:
+        """The final committed read has ``rid`` at ``offset`` of ``topic``[``partition``]."""
+        tp = (topic, partition)
+        if self._watcher is None or tp not in self._watcher.seen:
             return
-        offsets, hashes = self._watcher.seen[(r.topic, r.partition)]
-        i = self._at.get((r.topic, r.partition), 0)
-        while i < len(offsets) and offsets[i] < r.offset:  # seen, but not committed there
-            self._aborted.append((r.topic, r.partition, offsets[i]))
+        offsets, hashes = self._watcher.seen[tp]
+        i = self._at.get(tp, 0)
+        while i < len(offsets) and offsets[i] < offset:  # seen, but not committed there
+            self._aborted.append((topic, partition, offsets[i]))
             i += 1
-        if i < len(offsets) and offsets[i] == r.offset:
+        if i < len(offsets) and offsets[i] == offset:
             if hashes[i] != hash(rid):
-                self._aborted.append((r.topic, r.partition, offsets[i]))
+                self._aborted.append((topic, partition, offsets[i]))
             i += 1
-        self._at[(r.topic, r.partition)] = i
+        self._at[tp] = i
 
     def finish(self) -> None:
         if self._watcher is not None:

@@ -7,7 +7,7 @@ import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
-from confluent_kafka import Consumer, Producer
+from confluent_kafka import Consumer, Message, Producer
 
 from app.kafka import topics
 from app.kafka.topics import KafkaRecord
@@ -84,6 +84,11 @@ class KafkaFixture:
         self, topic: str | Sequence[str], read_committed: bool = True, timeout: float = 60.0
     ) -> Iterator[KafkaRecord]:
         return topics.iter_all(self.bootstrap, topic, read_committed, timeout)
+
+    def iter_messages(
+        self, topic: str | Sequence[str], read_committed: bool = True, timeout: float = 60.0
+    ) -> Iterator[Message]:
+        return topics.iter_messages(self.bootstrap, topic, read_committed, timeout)
 
     def end_offsets(self, topic: str, read_committed: bool = True) -> dict[int, int]:
         return topics.end_offsets(self.bootstrap, topic, read_committed)

@@ -11,7 +11,6 @@ from types import SimpleNamespace
 import pytest
 from confluent_kafka import KafkaError, KafkaException
 
-from app.kafka.topics import KafkaRecord
 from tests.chaos.faults import FAULTS
 from tests.chaos.nemesis import RoundResult, Table, plan
 from tests.support.chaos import (
@@ -19,6 +18,7 @@ from tests.support.chaos import (
     Watcher,
     _InputOrder,
     _SeenCheck,
+    _Sources,
     java_hash_partition,
     record_id_of,
 )
@@ -198,17 +198,13 @@ def _watcher(seen: dict[tuple[str, int], list[tuple[int, str]]]) -> Watcher:
     return watcher
 
 
-def _out(partition: int, offset: int) -> KafkaRecord:
-    return KafkaRecord("out", partition, offset, None, None, (), 0)
-
-
 def test_the_live_reader_check_finds_aborted_and_duplicate_records() -> None:
-    committed = [(_out(0, 0), "a"), (_out(0, 2), "b"), (_out(1, 0), "c")]
+    committed = [(0, 0, "a"), (0, 2, "b"), (1, 0, "c")]  # (partition, offset, id) of "out"
 
     def check(seen: dict[tuple[str, int], list[tuple[int, str]]]) -> None:
         walk = _SeenCheck(_watcher(seen))
-        for record, rid in committed:
-            walk.committed(record, rid)
+        for partition, offset, rid in committed:
+            walk.committed("out", partition, offset, rid)
         walk.finish()
 
     check({("out", 0): [(0, "a"), (2, "b")], ("out", 1): [(0, "c")]})  # what was committed
@@ -225,13 +221,33 @@ def test_the_live_reader_check_finds_aborted_and_duplicate_records() -> None:
 
 
 def test_the_order_check_follows_each_input_partition_per_output_partition() -> None:
-    order = _InputOrder({"a": (0, 5), "b": (0, 7), "c": (1, 1)})
-    order.check(_out(0, 0), "a")
-    order.check(_out(0, 1), "c")
-    order.check(_out(1, 0), "b")  # another output partition: its own sequence
-    order.check(_out(0, 2), "b")
+    order = _InputOrder()
+    order.check(0, (0, 5))  # (output partition, where the record was input)
+    order.check(0, (1, 1))
+    order.check(1, (0, 7))  # another output partition: its own sequence
+    order.check(0, (0, 7))
+    order.check(0, None)  # not an input: left to the count (an unknown id)
     with pytest.raises(AssertionError, match="order broken: input 0@5 after 0@7"):
-        order.check(_out(0, 3), "a")
+        order.check(0, (0, 5))
+
+
+def test_the_oracles_id_index_counts_each_input_once_in_arrays_or_a_dict() -> None:
+    source = _Sources()
+    for rid, part, off in [("r10000000", 2, 9), ("r3", 0, 4), ("r0", 1, 0), ("q7", 3, 1),
+                           ("r007", 0, 5), ("r", 1, 2), ("?", 1, 3)]:  # fmt: skip
+        assert source.get(rid) is None and source.add(rid, part, off) is None
+        assert source.get(rid) == (part, off) and source.add(rid, 9, 99) == (part, off)
+    assert len(source) == 7 and source.get("r4") is None and source.get("r7") is None
+    assert sorted(source.missing()) == sorted(["r10000000", "r3", "r0", "q7", "r007", "r", "?"])
+    assert source.count("r3") == (0, 4) and source.count("q7") == (3, 1)
+    assert source.count("r4") is None and source.count("zz") is None
+    for rid in ["r10000000", "r3", "r0", "q7", "r007", "r", "?", "zz"]:
+        source.count(rid)
+    assert source.missing() == []
+    assert source.extra() == {"r3": 2, "q7": 2, "r4": 1, "zz": 2}
+    for _ in range(300):
+        source.count("r0")
+    assert source.extra()["r0"] == 255  # saturates: "255 or more"
 
 
 def test_soak_heap_split_reads_the_main_heap_and_the_thread_arenas() -> None:
