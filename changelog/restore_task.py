@@ -155,6 +155,8 @@ class RestoreTask:
         cf, raw, version = _changelog_headers(headers)
         if version is not None:
             self._check_version(version, s.messages[start])
+            if raw is None:
+                self._offsets_header_missing(s.messages[start], version)
         if raw is not None and not self._decide(raw, s.messages[start]):
             self.skipped += end - start
             return
@@ -211,6 +213,17 @@ class RestoreTask:
         except ValueError as exc:
             raise ChangelogReadError(f"{where}: {exc}") from None
         check_format_version(version, where)
+
+    def _offsets_header_missing(self, msg: Any, version: bytes) -> None:
+        """A versioned record always carries the processed offsets (``null`` when unknown):
+        without them it is not in the format it names, e.g. a header renamed without a
+        migration. Applied as "offsets unknown", it would pass the recovery filter and count an
+        uncommitted checkpoint's update (at-least-once), so it stops the restore instead."""
+        raise ChangelogReadError(
+            f"changelog {self.changelog}[{self.partition}]@{msg.offset()}: a record of state "
+            f"format {version.decode()} without a {PROCESSED_OFFSETS_HEADER} header; it "
+            f"was not written in the format its {VERSION_HEADER} header names"
+        )
 
     def _decide(self, raw: bytes, msg: Any) -> bool:
         keep = self.decisions.get(raw)

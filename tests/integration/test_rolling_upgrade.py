@@ -1,7 +1,8 @@
-"""Rolling upgrade with state on disk: three instances of an earlier eos-bridge (its wheel built
-from this repository's git history) rolled one at a time to the working tree while input keeps
-coming — exactly once, counts equal to a reference, no full restore the format did not ask for;
-then a state directory and a changelog record of a newer format are refused (exit 2).
+"""Rolling upgrades with state on disk: three instances of an earlier eos-bridge (its wheel built
+from this repository's git history) rolled one at a time to a later one, then to the working
+tree, while input keeps coming — exactly once, counts equal to a reference, no full restore the
+format did not ask for; then a state directory and a changelog record of a newer format are
+refused (exit 2).
 
 The contract under test is docs/state.md's "Upgrades" section (Kafka Streams keeps
 ``EosV2UpgradeIntegrationTest`` for the same reason).
@@ -33,30 +34,38 @@ from tests.support.kafka import KafkaFixture, wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.chaos]
 
-# The end of wave 2 (2026-11-24): the last release before state carried a format version.
-OLD_COMMIT = "c115d902060edfba864dba7092ec32bb902a968e"
+# The versions each instance is rolled through before the working tree: the end of wave 2
+# (2026-11-24), the last release before state carried a format version; then a wave-3 commit
+# (2026-11-29) writing format 1 with the eos.state.v header, so that the working tree also
+# restores versioned records an earlier version wrote (a header renamed without a migration
+# shows only there: a record without the version header is read as Quix's or wave 2's).
+CHAIN = ("c115d902060edfba864dba7092ec32bb902a968e", "507adb31715af7289e6ff0c2a0c3515081a9ff53")
 INSTANCES = 3
 CHUNK = 200  # records per feed while the instances roll
 GUARD_S = 300  # hang guard of every wait (a loaded 2-core machine), never a timing claim
 
 
 @pytest.fixture(scope="module")
-def old_version(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A virtualenv with the earlier commit's wheel (``venv/bin/python``) and its test pipelines
-    (``pipelines/``).
+def old_versions(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
+    """Per commit of :data:`CHAIN`, a virtualenv with its wheel (``venv/bin/python``) and its
+    test pipelines (``pipelines/``)."""
+    return [_build(commit, tmp_path_factory.mktemp(f"eos-bridge-{commit[:7]}")) for commit in CHAIN]
+
+
+def _build(commit: str, root: Path) -> Path:
+    """The wheel of ``commit`` in a virtualenv under ``root``.
 
     The wheel is built by ``pip wheel`` in an isolated environment from pip's cache or PyPI
     (setuptools); nothing else is downloaded: the virtualenv reaches this one's packages through
     a ``.pth`` line (the earlier version pins the same dependencies). That line does not run
     this virtualenv's own ``.pth`` hooks, so the working tree's editable install stays out.
     """
-    root = tmp_path_factory.mktemp("old-eos-bridge")
     src, wheels = root / "src", root / "wheels"
     src.mkdir()
-    archive = subprocess.run(["git", "-C", str(REPO), "archive", OLD_COMMIT],
+    archive = subprocess.run(["git", "-C", str(REPO), "archive", commit],
                              capture_output=True, check=False)  # fmt: skip
     assert archive.returncode == 0, (
-        f"the rolling upgrade test needs this repository's git history (commit {OLD_COMMIT}): "
+        f"the rolling upgrade test needs this repository's git history (commit {commit}): "
         f"{archive.stderr.decode()[-500:]} (a shallow clone: git fetch --unshallow)"
     )
     subprocess.run(["tar", "-x", "-C", str(src)], input=archive.stdout, check=True)
@@ -75,13 +84,17 @@ def old_version(tmp_path_factory: pytest.TempPathFactory) -> Path:
     pipes.mkdir(parents=True)
     for name in ("__init__.py", "state_pipelines.py"):
         shutil.copy(src / "tests" / name, pipes / name)
+    if (src / "app" / "__main__.py").exists():
+        (root / "has_main").touch()
     shutil.rmtree(src)  # from here on only the wheel's code can run
     return root
 
 
 def _old(bridge: BridgeProcess, old: Path) -> BridgeProcess:
     """Run ``bridge`` from the earlier version's wheel: not from the working tree."""
-    bridge.command = [str(old / "venv" / "bin" / "python"), "-m", "app.cli", "run"]  # its CLI
+    # Its CLI: ``app.cli`` up to wave 2, ``python -m app`` since.
+    cli = "app" if (old / "has_main").exists() else "app.cli"
+    bridge.command = [str(old / "venv" / "bin" / "python"), "-m", cli, "run"]
     bridge.pythonpath = str(old / "pipelines")
     bridge.cwd = old
     return bridge
@@ -140,7 +153,7 @@ def _restores(log: str) -> list[tuple[str, int, int]]:
 
 
 def test_rolling_upgrade_from_an_earlier_version_stays_exactly_once(
-    kafka: KafkaFixture, tmp_path: Path, old_version: Path, instances: list[BridgeProcess]
+    kafka: KafkaFixture, tmp_path: Path, old_versions: list[Path], instances: list[BridgeProcess]
 ) -> None:
     src, out, dlq = bridge_topics(kafka, partitions=6)
     fast_handover = {"session.timeout.ms": 6000, "heartbeat.interval.ms": 1000}
@@ -148,51 +161,58 @@ def test_rolling_upgrade_from_an_earlier_version_stays_exactly_once(
                       pipeline="tests.state_pipelines:counting")  # fmt: skip
     feeder = Feeder(kafka, src, *json_records(400_000))
 
-    def bridge(i: int, version: str) -> BridgeProcess:
+    def bridge(i: int, stage: int) -> BridgeProcess:
+        """Instance ``i`` as the ``stage``-th version: CHAIN's, then the working tree."""
         own = {"instance_id": f"i{i}", "state_dir": str(tmp_path / f"state-i{i}"),
                "http_port": free_port()}  # fmt: skip
-        b = BridgeProcess(tmp_path, f"{version}-i{i}", **{**s, **own})
+        b = BridgeProcess(tmp_path, f"v{stage}-i{i}", **{**s, **own})
         instances.append(b)
-        return b
+        return _old(b, old_versions[stage]) if stage < len(CHAIN) else b
 
-    old = [_old(bridge(i, "old"), old_version).start() for i in range(INSTANCES)]
+    stages = [[bridge(i, 0).start() for i in range(INSTANCES)]]
     feeder.feed(5_000)
-    _caught_up(kafka, s, old)
-    new: list[BridgeProcess] = []
+    _caught_up(kafka, s, stages[0])
     with ContinuousFeed(feeder):
-        for i in range(INSTANCES):
-            assert old[i].terminate() == 0, old[i].logs()[-3000:]
-            # The others take its partitions over (session timeout): the new version then
-            # restores changelog records an earlier version wrote, and an old instance reads
-            # what the new one writes.
-            _caught_up(kafka, s, old[i + 1 :] + new)
-            new.append(bridge(i, "new").start())
-            _wait_serving(new[i])
-            _caught_up(kafka, s, old[i + 1 :] + new)
-    _caught_up(kafka, s, new)
-    for b in new:
+        for stage in range(1, len(CHAIN) + 1):
+            old, new = stages[-1], []
+            for i in range(INSTANCES):
+                assert old[i].terminate() == 0, old[i].logs()[-3000:]
+                # The others take its partitions over (session timeout): the next version then
+                # restores changelog records an earlier version wrote, and an earlier instance
+                # reads what the next one writes.
+                _caught_up(kafka, s, old[i + 1 :] + new)
+                new.append(bridge(i, stage).start())
+                _wait_serving(new[i])
+                _caught_up(kafka, s, old[i + 1 :] + new)
+            stages.append(new)
+    _caught_up(kafka, s, stages[-1])
+    for b in stages[-1]:
         assert b.terminate() == 0, b.logs()[-3000:]
-    assert feeder.fed > 5_000 + INSTANCES * CHUNK, "the input kept coming while rolling"
+    assert feeder.fed > 5_000 + len(CHAIN) * INSTANCES * CHUNK, "the input kept coming"
     assert_counts_exact(kafka, src, out)  # 0 duplicates, 0 missing, counts = the reference
-    _assert_no_format_restore(tmp_path, s["group_id"], old, new)
-    _newer_state_dir_is_refused(tmp_path, s, new[0])
-    _newer_changelog_record_is_refused(kafka, tmp_path, s, new[0])
+    _assert_no_format_restore(tmp_path, s["group_id"], stages)
+    _newer_state_dir_is_refused(tmp_path, s, stages[-1][0])
+    _newer_changelog_record_is_refused(kafka, tmp_path, s, stages[-1][0])
 
 
 def _assert_no_format_restore(
-    tmp_path: Path, group: str, old: list[BridgeProcess], new: list[BridgeProcess]
+    tmp_path: Path, group: str, stages: list[list[BridgeProcess]]
 ) -> None:
-    """The earlier version's state directories are format 1: kept, stamped, never wiped."""
-    for b in old:
-        assert "state format" not in b.logs(), "the old instances ran the working tree's code"
-    for i, b in enumerate(new):
-        log = b.logs()
-        root = tmp_path / f"state-i{i}" / group
-        assert f"state format {STATE_FORMAT_VERSION} at {root} (stamp)" in log, log[-3000:]
-        assert "local state wiped" not in log and "no in-place migration" not in log
-        assert read_version(root) == STATE_FORMAT_VERSION
-    restored = [r for b in new for r in _restores(b.logs())]
-    assert restored, "no new instance restored what an earlier version wrote (no handover?)"
+    """The earliest version's state directories are format 1: stamped by the next version,
+    kept by the ones after it, never wiped; every later version restored changelog records an
+    earlier one wrote."""
+    for b in stages[0]:
+        assert "state format" not in b.logs(), "the first instances ran a later version's code"
+    for stage, bridges in enumerate(stages[1:], 1):
+        action = "stamp" if stage == 1 else "keep"
+        for i, b in enumerate(bridges):
+            log = b.logs()
+            root = tmp_path / f"state-i{i}" / group
+            assert f"state format {STATE_FORMAT_VERSION} at {root} ({action})" in log, log[-3000:]
+            assert "local state wiped" not in log and "no in-place migration" not in log
+            assert read_version(root) == STATE_FORMAT_VERSION
+        restored = [r for b in bridges for r in _restores(b.logs())]
+        assert restored, f"no instance of version {stage} restored an earlier one's records"
 
 
 def _alone(tmp_path: Path, like: BridgeProcess, name: str) -> BridgeProcess:

@@ -193,7 +193,8 @@ def test_records_of_each_format_version() -> None:
     """Format 1 with and without the version header (older bridges, Quix) restores alike;
     a newer version stops the restore naming the record; a malformed one too."""
     legacy = Msg("cl", 0, 0, b"a", b"1", [(CF_HEADER, b"default"), (OFFSETS, b'{"in":1}')])
-    reordered = Msg("cl", 0, 1, b"b", b"1", [(VERSION_HEADER, b"1"), (CF_HEADER, b"default")])
+    reordered = Msg("cl", 0, 1, b"b", b"1", [(VERSION_HEADER, b"1"), (OFFSETS, b"null"),
+                                             (CF_HEADER, b"default")])  # fmt: skip
     sink = Sink()
     restorer = make_restorer(lambda: Consumer([[legacy, reordered, rec("cl", 2, b"c", b"1", 1)]],
                                               {("cl", 0): 3}))  # fmt: skip
@@ -208,6 +209,20 @@ def test_records_of_each_format_version() -> None:
         expected = r"^changelog cl\[0\]@5: (state format version 2 is newer|eos)"
         with pytest.raises(error, match=expected):
             restorer.run(float("inf"))
+
+
+def test_a_versioned_record_without_processed_offsets_stops_the_restore() -> None:
+    """The header renamed without a migration: applied as "offsets unknown" it would pass the
+    recovery filter, so the restore stops naming the record."""
+    renamed = Msg("cl", 0, 4, b"a", b"1", [(CF_HEADER, b"default"), ("__processed__", b'{"in":1}'),
+                                           (VERSION_HEADER, b"1")])  # fmt: skip
+    restorer = make_restorer(lambda: Consumer([[renamed]], {("cl", 0): 5}))
+    restorer.add(task("cl", Sink(), 5))
+    expected = (
+        r"^changelog cl\[0\]@4: a record of state format 1 without a __processed_tp_offsets__"
+    )
+    with pytest.raises(ChangelogReadError, match=expected):
+        restorer.run(float("inf"))
 
 
 def test_consumer_errors() -> None:
