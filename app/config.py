@@ -15,6 +15,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Any, Literal, TypeVar
 
+import yaml
 from pydantic import (
     BaseModel,
     ConfigDict,
@@ -39,6 +40,7 @@ from app.kafka.defaults import FORCED_CONSUMER_KEYS, FORCED_PRODUCER_KEYS, maske
 from app.kafka.naming import KeepPartition, check_template, is_template, output_topics
 from app.serde import FORMAT_SETTINGS, check_formats
 from app.serde.registry import RegistrySettings, SchemaSettings
+from app.settings_checks import check_settings, yaml_problem
 
 ENV_PREFIX = "BRIDGE_"
 KafkaValue = str | int | float | bool
@@ -178,9 +180,12 @@ class BridgeSettings(ConnectionSettings):
     batch_size: int = Field(2000, ge=1, le=100_000, description="consume(num_messages=...)")
     poll_timeout: float = Field(0.2, gt=0, le=5)
     shutdown_timeout: float = Field(
-        30.0, gt=0, description="after SIGTERM the process is gone within this many seconds"
+        30.0,
+        gt=0,
+        le=3600,
+        description="after SIGTERM the process is gone within this many seconds",
     )
-    startup_timeout: float = Field(30.0, gt=0, description="broker reachability deadline")
+    startup_timeout: float = Field(30.0, gt=0, le=3600, description="broker reachability deadline")
     call_timeout: float = Field(30.0, gt=0, le=300, description="each blocking Kafka call's")
     stuck_call_timeout: float | None = Field(None, gt=0, le=315, description="watchdog, exit 3")
 
@@ -268,28 +273,13 @@ class BridgeSettings(ConnectionSettings):
 
     @model_validator(mode="after")
     def _consistent(self) -> BridgeSettings:
-        if self.commit_interval * 1000 * 3 > self.transaction_timeout_ms:
-            raise ValueError(
-                f"commit_interval ({self.commit_interval}s) must stay well below "
-                f"transaction_timeout_ms ({self.transaction_timeout_ms} ms): at most a third "
-                f"of it, so a slow checkpoint never outlives its transaction. Lower "
-                f"BRIDGE_COMMIT_INTERVAL or raise BRIDGE_TRANSACTION_TIMEOUT_MS."
-            )
-        if self.pipeline and self.pipeline_spec:
-            raise ValueError("set either pipeline (module:attr) or pipeline_spec, not both")
-        if self.pipeline and ":" not in self.pipeline:
-            raise ValueError(f"pipeline must look like module:attr, got {self.pipeline!r}")
         check_formats(
             {name: getattr(self, name) for name in FORMAT_SETTINGS},
             {name: getattr(self, name.replace("_format", "_schema")) for name in FORMAT_SETTINGS},
             registry=self.schema_registry is not None,
             target=self.target_registry is not None,
         )
-        loops = [out for out in self.output_topics.values() if out in self.input_topics]
-        if loops and not self.cross_cluster:
-            raise ValueError(
-                f"output_topic {self.output_topic!r}: {loops[0]!r} is also an input topic"
-            )
+        check_settings(self)  # the rules between settings (app.settings_checks)
         return self
 
     # ---- derived values --------------------------------------------------------------------
@@ -363,6 +353,8 @@ def _load(cls: type[_S], config_file: Path | None, overrides: dict[str, Any]) ->
             return cls(**overrides)
     except ValidationError as exc:
         raise ConfigError(format_validation_error(exc)) from None
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"config file {yaml_problem(path, exc)}") from None
     except (SettingsError, json.JSONDecodeError) as exc:  # e.g. malformed JSON in an env var
         cause = f": {exc.__cause__}" if exc.__cause__ else ""
         raise ConfigError(f"invalid configuration: {exc}{cause}") from None

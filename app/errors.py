@@ -55,7 +55,20 @@ class BridgeError(Exception):
 
 
 class ConfigError(BridgeError):
-    """A setting is missing, malformed or inconsistent; the message names it."""
+    """A setting is missing, malformed or inconsistent; the message names it.
+
+    The message is cut to :data:`MAX_CONFIG_MESSAGE` characters: it may quote what the user
+    wrote, and a 1 MB literal in a spec must not become a 1 MB log line.
+    """
+
+    def __init__(self, message: str = "") -> None:
+        if len(message) > MAX_CONFIG_MESSAGE:
+            cut = len(message) - MAX_CONFIG_MESSAGE
+            message = f"{message[:MAX_CONFIG_MESSAGE]}... ({cut:,} more characters cut)"
+        super().__init__(message)
+
+
+MAX_CONFIG_MESSAGE = 1000
 
 
 class KafkaFatalError(BridgeError):

@@ -45,6 +45,7 @@ from app.ops.lag import LagReport
 from app.ops.metrics import Metrics
 from app.ops.progress import ProgressLog
 from app.pipeline.builder import Pipeline
+from app.pipeline.errors import error_text
 from app.pipeline.record import Failure, Row
 from app.pipeline.steps import StepContext, fuse, reads_value
 from app.serde import Formats
@@ -342,7 +343,7 @@ class Bridge:
         if not self._dead_letter:
             raise RecordError(
                 f"record {where} failed in step {failure.step!r}: "
-                f"{type(failure.error).__name__}: {failure.error} (on_error=fail)"
+                f"{type(failure.error).__name__}: {error_text(failure.error)} (on_error=fail)"
             )
         self._output.dead_letter(failure)  # logged once per checkpoint (app.sink.deadletters)
 

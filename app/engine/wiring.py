@@ -200,6 +200,7 @@ def build(
         ),
         value_codec=formats.value_out, key_codec=formats.key_out, topic_max_bytes=topic_limits,
         replaying=replaying, keep_partition=keep,
+        not_routable=() if settings.cross_cluster else settings.input_topics,
     )  # fmt: skip
     _init_transactions(txn, common, settings.transactional_id)
     state = make_state(settings, pipeline)

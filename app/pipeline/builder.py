@@ -8,6 +8,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from app.errors import ConfigError
+from app.pipeline.errors import USER_ERRORS, error_text
 from app.pipeline.record_steps import RecordApply, RecordFilter
 from app.pipeline.rename import rename_step
 from app.pipeline.stateful import Count, Dedupe, Sum, window
@@ -146,7 +147,7 @@ def _raised(exc: BaseException) -> str:
     (importlib's own frames left out)."""
     frames = [f for f in traceback.extract_tb(exc.__traceback__) if not f.filename.startswith("<")]
     where = f" at {frames[-1].filename}:{frames[-1].lineno}" if frames else ""
-    return f"raised {type(exc).__name__}{where}: {exc}"
+    return f"raised {type(exc).__name__}{where}: {error_text(exc)}"
 
 
 def load_pipeline(target: str) -> Pipeline:
@@ -164,7 +165,7 @@ def load_pipeline(target: str) -> Pipeline:
     except SyntaxError as exc:
         where = f"{exc.filename}:{exc.lineno}"
         raise ConfigError(f"pipeline {target!r}: syntax error in {where}: {exc.msg}") from None
-    except Exception as exc:  # the module's own top-level code may raise anything
+    except USER_ERRORS as exc:  # its top-level code may raise anything, sys.exit(0) too
         raise ConfigError(f"pipeline {target!r}: importing it {_raised(exc)}") from None
     try:
         obj = getattr(module, attr)

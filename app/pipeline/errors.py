@@ -24,6 +24,25 @@ from __future__ import annotations
 from app.errors import OutputNotEncodable as OutputNotEncodable
 from app.errors import RecordError
 
+# What a user's step may raise and still be only its record's fault: any exception, and
+# ``sys.exit``/``GeneratorExit``/``KeyboardInterrupt`` raised by its own code (the process's
+# SIGINT/SIGTERM never raise: app.runner handles them).
+USER_ERRORS: tuple[type[BaseException], ...] = (
+    Exception,
+    SystemExit,
+    GeneratorExit,
+    KeyboardInterrupt,
+)
+
+
+def error_text(exc: BaseException) -> str:
+    """``str(exc)``, or what it is when its ``__str__`` raises (a user's exception class)."""
+    try:
+        return str(exc)
+    except USER_ERRORS as inner:
+        return f"<str() of {type(exc).__name__} raised {type(inner).__name__}>"
+
+
 # Integers every reader of our output and changelogs can hold (Java long, Spark LongType).
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 

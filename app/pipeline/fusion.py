@@ -96,7 +96,7 @@ def run(messages, produce, room, default, keep=False):
                 if {size} + (len(k) if k else 0) + extra > max_bytes:
                     return i, n
 {accept}
-            except Exception:  # any record error: the general path isolates it
+            except BaseException:  # any record error: the general path isolates it
                 return i, n
             p, ts = {partition}, m.timestamp()[1]
             try:  # outside the guard above: a produce error is no record error
@@ -158,7 +158,7 @@ def fused_loop(
     scope.update(_codec_names(formats))
     scope.update(max_bytes=max_bytes, header_bytes=header_bytes, has_non_finite=has_non_finite)
     scope.update(null_in=null_in, enumerate=enumerate, len=len, BufferError=BufferError)
-    scope.update(Exception=Exception)
+    scope.update(Exception=Exception, BaseException=BaseException)
     run: FusedBatch = build(source, "run", where, scope)
     return run
 

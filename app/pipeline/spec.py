@@ -33,6 +33,7 @@ from app.pipeline.record import Row
 from app.pipeline.rename import rename_step
 from app.pipeline.stateful.compilers import STATEFUL_COMPILERS, StepCompiler
 from app.pipeline.steps import Apply, Filter, Step, StepContext
+from app.settings_checks import yaml_problem
 
 STEP_COMPILERS: dict[str, StepCompiler] = dict(STATEFUL_COMPILERS)
 
@@ -218,6 +219,8 @@ def load_spec(path: Path) -> Pipeline:
     """Read a YAML/JSON spec file and compile it."""
     try:
         spec = yaml.safe_load(path.read_text())
-    except (OSError, yaml.YAMLError) as exc:
+    except OSError as exc:
         raise ConfigError(f"pipeline_spec {path}: cannot read: {exc}") from None
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"pipeline_spec {yaml_problem(path, exc)}") from None
     return compile_spec(spec, str(path))

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from app.pipeline.errors import USER_ERRORS
 from app.pipeline.fusion import FusedBatch, SpecPart, compile_parts, compile_passthrough
 from app.pipeline.record import Failure, Row
 from app.serde import BytesCodec, Formats
@@ -29,12 +30,12 @@ class StepContext:
         """Run ``fn(row)`` with bounded retries; on final failure record it and return False."""
         try:  # the first attempt outside the loop: stateful steps call this once per record
             return True, fn(row)
-        except Exception as exc:  # a user function may raise anything
+        except USER_ERRORS as exc:  # a user function may raise anything
             error = exc
         for _ in range(self.retries):
             try:
                 return True, fn(row)
-            except Exception as exc:
+            except USER_ERRORS as exc:
                 error = exc
         self.failures.append(Failure(row, step, error))
         return False, None
@@ -68,7 +69,7 @@ class Filter:
         pred = self.predicate
         try:
             return [r for r in rows if pred(r.value)]
-        except Exception:
+        except USER_ERRORS:
             kept = []
             for r in rows:
                 # bool() inside the guard: a result whose truth value raises is this record's fault
@@ -96,7 +97,7 @@ class Apply:
         try:
             results = [fn(r.value) for r in rows]  # computed before any row changes
             done = rows
-        except Exception:
+        except USER_ERRORS:
             results, done = [], []
             for r in rows:
                 ok, result = ctx.guarded(self.name, r, lambda row: fn(row.value))

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from app.ops.health import Health
 from app.ops.metrics import Metrics
+from app.pipeline.errors import error_text
 from app.pipeline.record import Failure
 
 log = logging.getLogger(__name__)
@@ -104,7 +105,7 @@ class DeadLetters:
         if tally is None:
             row = failure.row
             where = f"{row.source_topic}[{row.partition}]@{row.offset}"
-            self._pending[key] = Tally(1, f"{where}: {str(failure.error)[:_EXAMPLE_CHARS]}")
+            self._pending[key] = Tally(1, f"{where}: {error_text(failure.error)[:_EXAMPLE_CHARS]}")
         else:
             tally.count += 1
 

@@ -7,7 +7,7 @@ one writer's, :class:`app.sink.collector.RecordCollector`, which changelog recor
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
 from app.errors import (
@@ -17,7 +17,7 @@ from app.errors import (
     RecordError,
     RecordTooLarge,
 )
-from app.pipeline.errors import InvalidRoute, UnknownRouteTopic
+from app.pipeline.errors import InvalidRoute, UnknownRouteTopic, error_text
 from app.pipeline.record import Failure, Row, header_bytes
 from app.serde import BytesCodec, Codec, JsonCodec
 from app.sink.collector import RecordCollector
@@ -59,6 +59,8 @@ class Output:
         key_codec: encodes output keys (``output_key_format``; bytes by default).
         keep_partition: a row without a route goes to its input partition (otherwise the
             producer's partitioner places it by key). Every row keeps its input's timestamp.
+        not_routable: topics a route must not name (the input topics of one cluster): a row
+            routed there, to the DLQ or to an internal ``__*`` topic is ``InvalidRoute``.
     """
 
     def __init__(
@@ -75,6 +77,7 @@ class Output:
         topic_max_bytes: Mapping[str, int] | None = None,
         replaying: bool = False,
         keep_partition: bool = False,
+        not_routable: Collection[str] = (),
     ) -> None:
         self.collector = collector
         self.value_codec = value_codec or JsonCodec()
@@ -89,6 +92,7 @@ class Output:
         self._dlq_topic = dlq_topic
         self._max_bytes = max_bytes
         self._topic_exists = topic_exists
+        self._not_routable = frozenset((*not_routable, dlq_topic))
         self._client_max_bytes = client_max_bytes  # the producer's message.max.bytes
         # What one record (key, value, headers) may weigh on its way to any topic written.
         limits = dict(topic_max_bytes or {})
@@ -131,7 +135,7 @@ class Output:
                 topic = default if defaults is None else defaults.get(row.source_topic, default)
                 if keep:
                     partition = row.partition
-            elif not isinstance(topic, str) or not topic or not self._topic_exists(topic):
+            elif not isinstance(topic, str) or not self._routable(topic):
                 error = self._route_errors.get(topic) if isinstance(topic, str) else None
                 failures.append(Failure(row, "route", error or self._bad_route(topic)))
                 continue
@@ -175,16 +179,33 @@ class Output:
             f"max.message.bytes, less framing)"
         )
 
+    def _routable(self, topic: str) -> bool:
+        """A route may send a record to ``topic``: it exists and is none the bridge reads,
+        dead-letters to or Kafka keeps for itself (``__consumer_offsets``...)."""
+        return (
+            bool(topic)
+            and topic not in self._not_routable
+            and not topic.startswith("__")
+            and self._topic_exists(topic)
+        )
+
     def _bad_route(self, topic: Any) -> RecordError:
         if not isinstance(topic, str) or not topic:
             return InvalidRoute(
                 f"route returned {topic!r} ({type(topic).__name__}); a route must return a "
                 f"topic name (a non-empty string) or None for output_topic"
             )
+        if topic in self._not_routable or topic.startswith("__"):
+            what = "the dead-letter topic" if topic == self._dlq_topic else "an input topic"
+            return InvalidRoute(
+                f"route returned {topic[:200]!r}: "
+                f"{'an internal topic of Kafka' if topic.startswith('__') else what}; a route "
+                f"must not write there (the record would be refused or read again)"
+            )
         if len(self._route_errors) >= 1000:
             self._route_errors.clear()  # routes naming ever new topics: stay bounded
         error = self._route_errors[topic] = UnknownRouteTopic(
-            f"route target topic {topic!r} does not exist (the bridge never creates topics; "
+            f"route target topic {topic[:200]!r} does not exist (the bridge never creates topics; "
             f"a topic created later is used within a few seconds)"
         )
         return error
@@ -219,8 +240,9 @@ class Output:
 
     @property
     def topic_exists(self) -> Callable[[str], bool]:
-        """Whether a routed-to topic exists (from the catalog's memory), for the fused path."""
-        return self._topic_exists
+        """Whether a route may name a topic (it exists, from the catalog's memory, and is no
+        input, DLQ or internal topic), for the fused path."""
+        return self._routable
 
     def default_topic(self, source_topic: str | None) -> str:
         """``output_topic``: where a row read from ``source_topic`` goes without a route."""
@@ -265,7 +287,7 @@ class Output:
             return self._last_error[2]
         encoded = [
             (H_CLASS, type(error).__name__.encode()),
-            (H_MESSAGE, _text(str(error)[:2000])),
+            (H_MESSAGE, _text(error_text(error)[:2000])),
             (H_STEP, _text(step)),
         ]
         self._last_error = (error, step, encoded)

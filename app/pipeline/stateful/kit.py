@@ -8,7 +8,13 @@ from math import isfinite
 from typing import Any
 
 from app.errors import ConfigError
-from app.pipeline.errors import INT64_MAX, INT64_MIN, AggregateOverflow, InvalidEventTime
+from app.pipeline.errors import (
+    INT64_MAX,
+    INT64_MIN,
+    USER_ERRORS,
+    AggregateOverflow,
+    InvalidEventTime,
+)
 from app.pipeline.record import Failure, Row
 from app.pipeline.steps import StepContext
 from app.state.access import StateAccess, StateView
@@ -87,7 +93,7 @@ def extract_all(
     """
     try:
         return [fn(row) for row in rows]
-    except Exception:
+    except USER_ERRORS:
         results = []
         for row in rows:
             ok, result = ctx.guarded(step, row, fn)

@@ -1,0 +1,106 @@
+"""Checks of the settings as a whole, each raising ``ValueError`` with one line naming the
+setting the user wrote (:func:`app.config.format_validation_error` adds the rest).
+
+Kept out of :mod:`app.config`, which declares the fields: these are the rules between them,
+and the questions asked of the machine (a usable ``state_dir``) and of librdkafka (does it
+take the ``consumer``/``producer``/``kafka`` values?) before anything connects.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from app.kafka.defaults import masked
+from app.kafka.probe import Role, refused_setting
+
+ECHO_CHARS = 200  # longest user value a message quotes
+
+
+# The checks read a BridgeSettings (app.config imports this module, so not the reverse).
+_Settings = Any
+
+
+def echo(value: object) -> str:
+    """``repr(value)``, cut to :data:`ECHO_CHARS` (a 1 MB literal is not a 1 MB line)."""
+    text = repr(value)
+    if len(text) <= ECHO_CHARS:
+        return text
+    return f"{text[:ECHO_CHARS]}... ({len(text):,} characters)"
+
+
+def check_settings(s: _Settings) -> None:
+    """Every rule between settings; the first broken one raises."""
+    if s.commit_interval * 1000 * 3 > s.transaction_timeout_ms:
+        raise ValueError(
+            f"commit_interval ({s.commit_interval}s) must stay well below "
+            f"transaction_timeout_ms ({s.transaction_timeout_ms} ms): at most a third "
+            f"of it, so a slow checkpoint never outlives its transaction. Lower "
+            f"BRIDGE_COMMIT_INTERVAL or raise BRIDGE_TRANSACTION_TIMEOUT_MS."
+        )
+    if s.pipeline and s.pipeline_spec:
+        raise ValueError("set either pipeline (module:attr) or pipeline_spec, not both")
+    if s.pipeline and ":" not in s.pipeline:
+        raise ValueError(f"pipeline must look like module:attr, got {echo(s.pipeline)}")
+    check_topics(s)
+    check_state_dir(s.state_dir)
+    check_clients(s)
+
+
+def check_topics(s: _Settings) -> None:
+    """No output or dead-letter topic is an input topic of the same cluster: each record
+    written there would be read again, for ever."""
+    if s.cross_cluster:
+        return
+    loops = [out for out in s.output_topics.values() if out in s.input_topics]
+    if loops:
+        raise ValueError(
+            f"output_topic {echo(s.output_topic)}: {loops[0]!r} is also an input topic"
+        )
+    if s.on_error == "dlq" and s.dead_letter_topic in s.input_topics:
+        raise ValueError(
+            f"dlq_topic (BRIDGE_DLQ_TOPIC) {s.dead_letter_topic!r} is also an input topic: "
+            f"every dead letter would be read again; choose another dead-letter topic"
+        )
+
+
+def check_state_dir(path: Path) -> None:
+    """``state_dir`` can be a directory: no part of it is an existing file."""
+    for part in (path, *path.parents):
+        if part.exists() and not part.is_dir():
+            raise ValueError(
+                f"state_dir (BRIDGE_STATE_DIR) {echo(str(path))}: {str(part)!r} is not a "
+                f"directory; choose a directory the bridge may create and write"
+            )
+
+
+def check_clients(s: _Settings) -> None:
+    """librdkafka takes the ``consumer`` and ``producer`` values (asked without connecting:
+    :mod:`app.kafka.probe`); a refused one is named as the user wrote it, its value masked
+    when it may be a secret."""
+    roles: list[tuple[Role, Any, Any]] = [
+        ("consumer", s.source(), s.consumer),
+        ("producer", s.target_cluster(), s.producer),
+    ]
+    for role, cluster, own in roles:
+        if not own:
+            continue
+        refused = refused_setting(role, cluster.client_common(), own)
+        if refused is not None:
+            key, reason = refused
+            value = masked({key: own[key]})[key]
+            raise ValueError(
+                f"{role}.{key} (BRIDGE_{role.upper()}): librdkafka refuses {echo(value)}: "
+                f"{reason[:ECHO_CHARS]}"
+            )
+
+
+def yaml_problem(path: object, exc: Exception) -> str:
+    """A YAML error as one line: ``file:line:column: what`` (PyYAML's own is five lines,
+    quoting the offending line)."""
+    mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
+    where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark is not None else str(path)
+    what = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+    context = getattr(exc, "context", None)
+    text = f"{what} ({context})" if context else str(what)
+    return f"{where}: not valid YAML: {' '.join(text.split())[:ECHO_CHARS]}"
