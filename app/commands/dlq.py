@@ -89,10 +89,17 @@ def summarize(records: Iterable[KafkaRecord]) -> dict[tuple[str, str, str], Grou
         key = (h.get("eos.dlq.error.step", "?"), h.get("eos.dlq.error.class", "?"),
                h.get("eos.dlq.source.topic", "?"))  # fmt: skip
         group = groups.setdefault(key, Group())
-        group.add(
-            int(h.get("eos.dlq.source.partition", -1)), int(h.get("eos.dlq.source.offset", -1))
-        )
+        group.add(_number(h, "eos.dlq.source.partition"), _number(h, "eos.dlq.source.offset"))
     return groups
+
+
+def _number(headers: dict[str, str], name: str) -> int:
+    """A numeric source header, -1 when missing or not a number (a dead letter written by
+    another tool, or spoofed upstream): the summary still counts it."""
+    try:
+        return int(headers.get(name, -1))
+    except ValueError:
+        return -1
 
 
 def run_summary(args: argparse.Namespace) -> int:

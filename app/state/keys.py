@@ -47,12 +47,12 @@ def encode_key(key: Any) -> bytes:
         StateKeyTooLarge: the encoded key is over :data:`MAX_STATE_KEY_BYTES`.
     """
     if isinstance(key, bytes):
-        if len(key) >= MAX_STATE_KEY_BYTES:
+        if len(key) > MAX_STATE_KEY_BYTES:
             raise _too_large(len(key))
         return _BYTES + key
     if isinstance(key, str):
         encoded = key.encode("utf-8", "surrogatepass")
-        if len(encoded) >= MAX_STATE_KEY_BYTES:
+        if len(encoded) > MAX_STATE_KEY_BYTES:
             raise _too_large(len(encoded))
         return _STR + encoded
     if key is None:
@@ -64,7 +64,7 @@ def encode_key(key: Any) -> bytes:
     if isinstance(key, float):
         return _FLOAT + repr(key + 0.0).encode()  # + 0.0 folds -0.0 into 0.0
     encoded = json.dumps(key, option=json.OPT_SORT_KEYS)
-    if len(encoded) >= MAX_STATE_KEY_BYTES:
+    if len(encoded) > MAX_STATE_KEY_BYTES:
         raise _too_large(len(encoded))
     return _JSON + encoded
 
