@@ -20,6 +20,7 @@ import time
 from collections.abc import Callable
 from http.server import ThreadingHTTPServer
 from types import FrameType
+from typing import Any
 
 from confluent_kafka import KafkaException
 
@@ -32,6 +33,7 @@ from app.kafka.errors import describe
 from app.ops.health import Health, serve
 from app.ops.metrics import Metrics
 from app.ops.trim import Trimmer
+from app.serde.registry import RegistryUnavailable
 
 log = logging.getLogger(__name__)
 
@@ -42,17 +44,26 @@ _UNTIL_EVERY_S = 0.5
 REJOIN_WINDOW_S = 120.0
 
 
+class _StoppedWhileStarting(BaseException):
+    """SIGTERM/SIGINT while the bridge is being built: nothing was consumed, so nothing is
+    left to commit (a BaseException: no start-up ``except Exception`` may swallow it)."""
+
+
 class _Stop:
     """SIGTERM/SIGINT stop the bridge cleanly, also while it is being built (a rollout can stop
-    a pod that is still starting): the build finishes, nothing is consumed."""
+    a pod that is still starting, maybe waiting for an unreachable broker): the build is left
+    at once, nothing is consumed, exit 0."""
 
     def __init__(self) -> None:
         self.requested = False
+        self.building = False
         self.bridge: Bridge | None = None
 
     def __call__(self, signum: int, _frame: FrameType | None) -> None:
         log.info("received %s: stopping after the current batch", signal.Signals(signum).name)
         self.request()
+        if self.building:
+            raise _StoppedWhileStarting
 
     def hand_to(self, bridge: Bridge) -> None:
         self.bridge = bridge
@@ -113,7 +124,7 @@ def run(
     rejoins = _Rejoins(REJOIN_WINDOW_S)
     try:
         while True:
-            built = _build(settings, metrics, health, watchdog, replaying)
+            built = _build_unless_stopped(stop, settings, metrics, health, watchdog, replaying)
             if isinstance(built, int):
                 return built
             stop.hand_to(built)
@@ -169,6 +180,21 @@ def _stop_when(stop: _Stop, done: Callable[[], bool]) -> None:
     threading.Thread(target=watch, name="eos-bridge-until", daemon=True).start()
 
 
+def _build_unless_stopped(stop: _Stop, *args: Any) -> Bridge | int:
+    """:func:`_build`, left at once (exit 0) when SIGTERM/SIGINT comes meanwhile."""
+    if stop.requested:
+        return EXIT_OK
+    stop.building = True
+    try:
+        try:
+            return _build(*args)
+        finally:
+            stop.building = False
+    except _StoppedWhileStarting:
+        log.info("stopped while starting: nothing was consumed")
+        return EXIT_OK
+
+
 def _build(
     settings: BridgeSettings,
     metrics: Metrics,
@@ -186,6 +212,8 @@ def _build(
         log.error("cannot start: %s", exc)
     except KafkaException as exc:  # a start-up request a faulty cluster refused unmapped
         log.error("cannot start: %s; exiting so Kubernetes restarts the instance", describe(exc))
+    except RegistryUnavailable as exc:  # still unreachable at startup_timeout
+        log.error("cannot start: %s; exiting so Kubernetes restarts the instance", exc)
     except TimeoutError as exc:  # an admin request the broker never answered (a busy broker)
         log.error(
             "cannot start: Kafka did not answer a start-up request within startup_timeout="

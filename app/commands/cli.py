@@ -47,13 +47,18 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def cmd_check_config(args: argparse.Namespace) -> int:
     """Validate the settings, compile the pipeline and optionally check the topics exist."""
+    from confluent_kafka.admin import AdminClient
+
     from app.engine.wiring import build_pipeline, wanted_topics
-    from app.kafka.admin import require_topics
+    from app.kafka.admin import refuse_compacted_dlq, require_topics
 
     settings = _settings(args)
     pipeline = build_pipeline(settings)
     if args.check_topics:
         require_topics(settings, wanted_topics(settings), settings.startup_timeout)
+        if settings.on_error == "dlq":
+            admin = AdminClient(settings.target_cluster().client_config())
+            refuse_compacted_dlq(admin, settings.dead_letter_topic, settings.startup_timeout)
     print(json.dumps(settings.masked(), indent=2, default=str))
     topics = ", topics exist" if args.check_topics else ""
     summary = pipeline.describe()

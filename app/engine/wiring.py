@@ -7,6 +7,7 @@ the start-up checks (broker reachable, topics exist, ACLs) that run before anyth
 from __future__ import annotations
 
 import logging
+import time
 from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer
@@ -26,7 +27,7 @@ from app.engine.transactions import Transactions
 from app.engine.watchdog import Watchdog
 from app.errors import KafkaFatalError
 from app.kafka.access import check_acls, connect, transactional_access_error
-from app.kafka.admin import partition_counts, require_topics
+from app.kafka.admin import partition_counts, refuse_compacted_dlq, require_topics
 from app.kafka.catalog import TopicCatalog
 from app.kafka.defaults import consumer_config, producer_config
 from app.kafka.errors import describe
@@ -39,7 +40,6 @@ from app.ops.resources import client_stats
 from app.pipeline.builder import Pipeline, load_pipeline
 from app.pipeline.spec import load_spec
 from app.serde import Role
-from app.serde.registry import RegistryConfigError, RegistryUnavailable
 from app.serde.registry_probe import RegistryProbe, RegistryProbes
 from app.sink.collector import RecordCollector
 from app.sink.deadletters import DeadLetters
@@ -83,6 +83,8 @@ def preflight(
         admin, existing = _check_cluster(settings, settings.source(), read, written)
         source = admin
     limits = _topic_limits(admin, [t for _, t in written], settings.startup_timeout)
+    if settings.on_error == "dlq":
+        refuse_compacted_dlq(admin, settings.dead_letter_topic, settings.startup_timeout)
     return existing, limits, admin, _keep_partition(settings, pipeline, source, admin)
 
 
@@ -312,7 +314,7 @@ def build_formats(
         target_client = target.client()
         probes.append(RegistryProbe(target, target_client, "target_registry"))
     probe = RegistryProbes(*probes)
-    probe.check_at_start()
+    probe.check_at_start(time.monotonic() + settings.startup_timeout)
     schemas = {
         Role.INPUT_VALUE: settings.input_schema, Role.INPUT_KEY: settings.input_key_schema,
         Role.OUTPUT_VALUE: settings.output_schema, Role.OUTPUT_KEY: settings.output_key_schema,
@@ -329,11 +331,8 @@ def build_formats(
 
 
 def _prepare(codec: serde.RegistryCodec, topic: str) -> None:
-    """Register or look up an output schema at start (a registry down now: exit 2)."""
-    try:
-        schema_id = codec.prepare(topic)
-    except RegistryUnavailable as exc:
-        raise RegistryConfigError(f"cannot start: {exc}") from exc
+    """Register or look up an output schema at start (the registry down now: exit 3)."""
+    schema_id = codec.prepare(topic)
     log.info(
         "%s %s: schema ID %d under subject %r in %s", codec.role.value, codec.name,
         schema_id, codec.subject(topic), codec.registry.safe_url,

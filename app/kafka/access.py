@@ -91,7 +91,8 @@ def connect(conf: Mapping[str, Any], timeout: float) -> tuple[AdminClient, set[s
     last: str = "no answer"
     while time.monotonic() < deadline:
         try:
-            meta = admin.list_topics(timeout=min(1.0, max(0.1, deadline - time.monotonic())))
+            # short asks: a SIGTERM meanwhile is handled between them (app.runner)
+            meta = admin.list_topics(timeout=min(0.5, max(0.1, deadline - time.monotonic())))
             return admin, set(meta.topics)
         except KafkaException as exc:
             last = _reason(exc)

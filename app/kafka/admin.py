@@ -10,7 +10,7 @@ from collections.abc import Iterable
 from difflib import SequenceMatcher
 
 from confluent_kafka import KafkaException
-from confluent_kafka.admin import AdminClient, ClusterMetadata
+from confluent_kafka.admin import AdminClient, ClusterMetadata, ConfigResource
 
 from app.errors import ConfigError
 from app.kafka.errors import describe
@@ -71,3 +71,25 @@ def partition_counts(admin: AdminClient, topics: Iterable[str], timeout: float) 
 
 def _similar(a: str, b: str) -> bool:
     return SequenceMatcher(None, a, b).ratio() >= 0.8
+
+
+def refuse_compacted_dlq(admin: AdminClient, topic: str, timeout: float) -> None:
+    """The dead-letter topic must not be compacted: a compacted topic refuses a record without
+    a key (``INVALID_RECORD``), and most dead letters have none; every transaction holding one
+    would abort. Unreadable configs (no DescribeConfigs ACL) are let through.
+
+    Raises:
+        ConfigError: its ``cleanup.policy`` contains ``compact``.
+    """
+    resource = ConfigResource(ConfigResource.Type.TOPIC, topic)
+    try:
+        configs = admin.describe_configs([resource])[resource].result(timeout)
+        policy = str(configs["cleanup.policy"].value or "")
+    except (KafkaException, KeyError, TimeoutError):
+        return
+    if "compact" in policy.split(","):
+        raise ConfigError(
+            f"dlq_topic (BRIDGE_DLQ_TOPIC): topic {topic!r} has cleanup.policy={policy}; a "
+            f"compacted topic refuses dead letters without a key: use a topic with "
+            f"cleanup.policy=delete"
+        )

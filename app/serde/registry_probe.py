@@ -1,8 +1,13 @@
 """Is the Schema Registry there? One cheap request (``GET /subjects``), asked at start-up
-(a wrong URL or refused credentials stop the bridge, exit 2) and while the engine waits out an
-outage (:mod:`app.engine.outage`)."""
+(refused credentials or no registry API stop the bridge, exit 2; an unreachable registry is
+waited for up to ``startup_timeout``, then exit 3) and while the engine waits out an outage
+(:mod:`app.engine.outage`)."""
 
 from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
 
 from confluent_kafka.schema_registry import SchemaRegistryClient, SchemaRegistryError
 
@@ -13,6 +18,9 @@ from app.serde.registry import (
     is_registry_error,
     registry_failure,
 )
+
+log = logging.getLogger(__name__)
+_RETRY_S = 1.0  # between the start-up probes of an unreachable registry
 
 
 class RegistryProbe:
@@ -60,16 +68,31 @@ class RegistryProbe:
                 raise registry_failure(exc, self.url, None) from exc
             raise
 
-    def check_at_start(self) -> None:
-        """:meth:`check`, with an unreachable registry said as a setting to check.
+    def check_at_start(self, deadline: float, clock: Callable[[], float] = time.monotonic) -> None:
+        """:meth:`check` until it answers, as a broker outage is waited out at start.
+
+        Args:
+            deadline: ``clock()`` value (``startup_timeout`` from now) after which to give up.
 
         Raises:
-            RegistryConfigError: the registry does not answer, or refuses.
+            RegistryUnavailable: still unreachable at ``deadline`` (exit 3: the restart tries
+                again, and ``supervise`` restarts it).
+            RegistryConfigError: the registry refuses (credentials, not a registry API).
         """
-        try:
-            self.check()
-        except RegistryUnavailable as exc:
-            raise RegistryConfigError(f"{exc}; check {self._where})") from exc
+        said = False
+        while True:
+            try:
+                self.check()
+                return
+            except RegistryUnavailable as exc:
+                if clock() + _RETRY_S > deadline:
+                    raise RegistryUnavailable(
+                        f"{exc}; still unreachable at startup_timeout; check {self._where})"
+                    ) from exc
+                if not said:
+                    log.warning("%s; waiting up to startup_timeout for it", exc)
+                    said = True
+            time.sleep(_RETRY_S)
 
 
 class RegistryProbes:
@@ -82,6 +105,6 @@ class RegistryProbes:
         for probe in self.probes:
             probe.check()
 
-    def check_at_start(self) -> None:
+    def check_at_start(self, deadline: float) -> None:
         for probe in self.probes:
-            probe.check_at_start()
+            probe.check_at_start(deadline)
