@@ -48,7 +48,7 @@ def _choices(annotation: object) -> list[str]:
 
 
 EXIT_CODES = """exit codes:
-  0  stopped cleanly (SIGTERM/SIGINT), everything processed is committed
+  0  stopped cleanly (SIGTERM/SIGINT, also while starting), everything processed is committed
   2  a setting, topic, credential or ACL is wrong (one line names it)
   3  fatal Kafka error, or a call or step stuck past its deadline: the restart recovers
   4  a record failed with on_error=fail (the line names topic/partition/offset)
