@@ -27,6 +27,7 @@ import yaml
 
 from app.errors import ConfigError
 from app.pipeline.builder import Pipeline
+from app.pipeline.errors import USER_ERRORS
 from app.pipeline.expressions import ROW_META, fields_code, row_expression, row_function
 from app.pipeline.fusion import SpecPart
 from app.pipeline.record import Row
@@ -63,7 +64,7 @@ class _RowFilter(Filter):
         pred = self.predicate
         try:
             return [r for r in rows if pred(r)]
-        except Exception:
+        except USER_ERRORS:
             kept = []
             for r in rows:
                 ok, keep = ctx.guarded(self.name, r, pred)
@@ -82,7 +83,7 @@ class _RowApply(Apply):
         fn = self.fn
         try:
             results = [fn(r) for r in rows]  # computed before any row changes
-        except Exception:
+        except USER_ERRORS:
             results, done = [], []
             for r in rows:
                 ok, result = ctx.guarded(self.name, r, fn)

@@ -17,7 +17,7 @@ from app.errors import (
     RecordError,
     RecordTooLarge,
 )
-from app.pipeline.errors import InvalidRoute, UnknownRouteTopic, error_text
+from app.pipeline.errors import USER_ERRORS, InvalidRoute, UnknownRouteTopic, error_text
 from app.pipeline.record import Failure, Row, header_bytes
 from app.serde import BytesCodec, Codec, JsonCodec
 from app.sink.collector import RecordCollector
@@ -341,7 +341,7 @@ def _dlq_key(key: Any) -> bytes | None:
         return key
     try:
         return _text(str(key))
-    except Exception:  # a key object whose str() raises: the source headers still identify it
+    except USER_ERRORS:  # a key object whose str() raises: the source headers still identify it
         return None
 
 
