@@ -22,7 +22,7 @@ from http.server import ThreadingHTTPServer
 from types import FrameType
 from typing import Any
 
-from confluent_kafka import KafkaException
+from confluent_kafka import KafkaError, KafkaException
 
 from app.config import BridgeSettings
 from app.engine.loop import Bridge
@@ -211,6 +211,9 @@ def _build(
     except KafkaFatalError as exc:
         log.error("cannot start: %s", exc)
     except KafkaException as exc:  # a start-up request a faulty cluster refused unmapped
+        if _invalid_arg(exc):  # librdkafka refused a client's configuration: no restart helps
+            log.error("cannot start: librdkafka refuses the client settings: %s", describe(exc))
+            return EXIT_CONFIG
         log.error("cannot start: %s; exiting so Kubernetes restarts the instance", describe(exc))
     except RegistryUnavailable as exc:  # still unreachable at startup_timeout
         log.error("cannot start: %s; exiting so Kubernetes restarts the instance", exc)
@@ -221,6 +224,13 @@ def _build(
             settings.startup_timeout, f" ({exc})" if str(exc) else "",
         )  # fmt: skip
     return EXIT_FATAL
+
+
+def _invalid_arg(exc: KafkaException) -> bool:
+    """Client creation refused its configuration (``_INVALID_ARG``): the user's settings
+    together with the bridge's (each user key alone was checked: app.kafka.probe)."""
+    err = exc.args[0] if exc.args else None
+    return isinstance(err, KafkaError) and err.code() == KafkaError._INVALID_ARG
 
 
 _REJOIN = -1  # not an exit code: build the bridge again (a fence answered in-process)
