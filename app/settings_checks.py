@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from app.kafka.defaults import masked
+from app.kafka.defaults import consumer_config, masked, producer_config
 from app.kafka.probe import Role, refused_setting
 
 ECHO_CHARS = 200  # longest user value a message quotes
@@ -75,17 +75,14 @@ def check_state_dir(path: Path) -> None:
 
 
 def check_clients(s: _Settings) -> None:
-    """librdkafka takes the ``consumer`` and ``producer`` values (asked without connecting:
-    :mod:`app.kafka.probe`); a refused one is named as the user wrote it, its value masked
-    when it may be a secret."""
-    roles: list[tuple[Role, Any, Any]] = [
-        ("consumer", s.source(), s.consumer),
-        ("producer", s.target_cluster(), s.producer),
-    ]
-    for role, cluster, own in roles:
+    """librdkafka takes the ``consumer`` and ``producer`` values together with everything the
+    bridge sets (asked without connecting: :mod:`app.kafka.probe`); a refused one is named as
+    the user wrote it, its value masked when it may be a secret."""
+    roles: list[tuple[Role, Any]] = [("consumer", s.consumer), ("producer", s.producer)]
+    for role, own in roles:
         if not own:
             continue
-        refused = refused_setting(role, cluster.client_common(), own)
+        refused = refused_setting(role, _bridge_config(s, role), own)
         if refused is not None:
             key, reason = refused
             value = masked({key: own[key]})[key]
@@ -93,6 +90,20 @@ def check_clients(s: _Settings) -> None:
                 f"{role}.{key} (BRIDGE_{role.upper()}): librdkafka refuses {echo(value)}: "
                 f"{reason[:ECHO_CHARS]}"
             )
+
+
+def _bridge_config(s: _Settings, role: Role) -> dict[str, Any]:
+    """What the bridge's ``role`` client is given besides the user's own section (the
+    cluster's shared settings and the forced ones), without ``bootstrap.servers``."""
+    if role == "consumer":
+        common = dict(s.source().client_common())
+        conf = consumer_config("", s.group_id, None, common, {})
+    else:
+        txn_id = s.transactional_id if s.exactly_once else None
+        common = dict(s.target_cluster().client_common())
+        conf = producer_config("", txn_id, s.transaction_timeout_ms, True, common, {})
+    conf.pop("bootstrap.servers")
+    return conf
 
 
 def yaml_problem(path: object, exc: Exception) -> str:

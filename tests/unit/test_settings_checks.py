@@ -39,6 +39,9 @@ def refused(**settings: Any) -> str:
         ({"producer": {"linger.ms": "abc"}}, "producer.linger.ms (BRIDGE_PRODUCER)"),
         ({"consumer": {"fetch.max.bytes": 1}}, "consumer.fetch.max.bytes (BRIDGE_CONSUMER)"),
         ({"producer": {"linger.ms": 5, "no.such.key": 1}}, "producer.no.such.key"),
+        # refused only with what the bridge forces (idempotence, the transaction timeout)
+        ({"producer": {"max.in.flight.requests.per.connection": 10}}, "producer.max.in.flight"),
+        ({"producer": {"message.timeout.ms": 100_000}}, "producer.message.timeout.ms"),
     ],
 )
 def test_a_value_librdkafka_refuses_names_the_key_as_written(
