@@ -63,9 +63,19 @@ class Pipeline:
     # Stateful steps (app.pipeline.stateful). Times are in seconds; ``name`` names the store
     # and its changelog topic: keep it stable.
 
-    def dedupe(self, by: Any = None, ttl: float | None = None, name: str = "dedupe") -> Pipeline:
-        """Drop repeats of an id (field name or function of the value; default the key)."""
-        return self.then(Dedupe(ttl=ttl, by=by, name=name))
+    def dedupe(
+        self,
+        by: Any = None,
+        ttl: float | None = None,
+        name: str = "dedupe",
+        max_event_time_skew: float | None = None,
+    ) -> Pipeline:
+        """Drop repeats of an id (field name or function of the value; default the key).
+
+        With a ``ttl``, a record timestamp more than ``max_event_time_skew`` seconds (default:
+        the smaller of one day and ``ttl``) ahead of the bridge's clock is dead-lettered
+        (``InvalidEventTime``)."""
+        return self.then(Dedupe(ttl, by, name, max_event_time_skew))
 
     def count(self, name: str = "count") -> Pipeline:
         """Count per key; emits ``{"key", "count", "_source_*"}`` per input."""
@@ -82,9 +92,9 @@ class Pipeline:
     ) -> WindowBuilder:  # fmt: skip
         """Event-time windows (tumbling unless ``hop``); finish with ``.aggregate(...)``.
 
-        An event time more than ``max_event_time_skew`` seconds ahead of the partition's clock
-        is dead-lettered (``InvalidEventTime``); late records are counted and dropped, or
-        dead-lettered with ``late_records="dlq"`` (``LateRecord``).
+        An event time or record timestamp more than ``max_event_time_skew`` seconds ahead of
+        the bridge's clock is dead-lettered (``InvalidEventTime``); late records are counted and
+        dropped, or dead-lettered with ``late_records="dlq"`` (``LateRecord``).
         """
         return WindowBuilder(
             self, size, hop, grace, timestamp, name, max_event_time_skew, late_records

@@ -17,6 +17,7 @@ from app.errors import (
     RecordError,
     RecordTooLarge,
 )
+from app.ops.late import LATE_LOG
 from app.pipeline.errors import USER_ERRORS, InvalidRoute, UnknownRouteTopic, error_text
 from app.pipeline.record import Failure, Row, header_bytes
 from app.serde import BytesCodec, Codec, JsonCodec
@@ -306,13 +307,16 @@ class Output:
         transaction); refused records are kept until their replay dead-letters them."""
         self.collector.reset()
         self._dead.clear()
+        LATE_LOG.discard()
         if self._dead_letters is not None:
             self._dead_letters.discard()
 
     def checkpoint_committed(self, consumed: int) -> None:
         """The transaction holding ``consumed`` input records committed: account for its
-        dead letters (one summary line, metrics, the ratio check)."""
+        dead letters (one summary line, metrics, the ratio check) and its late records (one
+        line)."""
         self._dead.clear()
+        LATE_LOG.flush()
         if self._dead_letters is not None:
             self._dead_letters.account(consumed)
 

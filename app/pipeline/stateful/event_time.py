@@ -1,17 +1,19 @@
-"""Which event times a window step accepts, and what happens to late records (pure rules).
+"""Which event times a window or dedupe step accepts, and what happens to late records (pure rules).
 
-A window closes on its partition's stream time, the largest event time seen there. One record
-whose event time is years ahead would move that clock so far that every good record after it is
-late. So a record is first checked against the partition's clock (:func:`check_event_time`): an
-event time more than ``max_event_time_skew`` ahead of it, or (once the partition has a clock)
-far behind it, is :class:`~app.pipeline.errors.InvalidEventTime`, a dead letter that leaves
-stream time where it was. The partition's clock is its stream time together with a second,
-independent clock (:func:`bounds`): the record's Kafka timestamp when the event time is a field
-of the value, the bridge's own clock when the event time is the Kafka timestamp itself.
+**The clock rule.** A partition's stream time (the largest event time seen there) moves only with
+times that are not ahead of the bridge's own wall clock by more than ``max_event_time_skew``: an
+event time *or* a Kafka timestamp beyond ``wall clock + max_event_time_skew`` is
+:class:`~app.pipeline.errors.InvalidEventTime`, a dead letter that leaves stream time (and every
+store) where it was. A record cannot vouch for itself: both of its clocks are held against the
+bridge's, read once per batch. Times far *behind* the wall clock (a replay of history) are fine;
+once a partition has a stream time, an event time further behind it (or behind the record's own
+Kafka timestamp) than the window's reach is a broken time (0, a wrong unit), also
+``InvalidEventTime``. The same rule bounds ``dedupe``'s TTL clock (:func:`ahead_of_wall`).
 
 A record that passes but whose windows have all closed is *late*: counted per step
-(``eos_bridge_late_records_total``) and, as Kafka Streams does, dropped; with
-``late_records=dlq`` dead-lettered as :class:`~app.pipeline.errors.LateRecord` instead.
+(``eos_bridge_late_records_total``), logged once per checkpoint (:mod:`app.ops.late`) and, as
+Kafka Streams does, dropped; with ``late_records=dlq`` dead-lettered as
+:class:`~app.pipeline.errors.LateRecord` instead.
 """
 
 from __future__ import annotations
@@ -35,54 +37,66 @@ def check_late_records(value: str, step: str) -> str:
     return value
 
 
-def bounds(stream_time: int | None, clock: int, skew: int, reach: int) -> tuple[int, int]:
+def bounds(
+    stream_time: int | None, clock: int, skew: int, reach: int, wall: int
+) -> tuple[int, int]:
     """The event times (ms) a record may have: ``(lowest, highest)``, both included.
 
-    ``clock`` is a second clock next to the stream time (0 or less: none; Kafka's timestamp
-    -1 means none, 0 an unset one): the record's Kafka timestamp, or the bridge's clock when
-    the Kafka timestamp is the event time.
-
-    Ahead: up to ``skew`` past the later of the stream time and ``clock``. The second clock
-    moves on its own, so after a pause of days new records are accepted again, while a time
-    years ahead of both is refused; with no stream time yet (the partition's first record) it
-    is the only clock there is.
+    Ahead: up to ``skew`` past the bridge's wall clock ``wall``, whatever the record or the
+    stream time say (a record cannot vouch for itself).
 
     Behind: only once there is a stream time, by ``reach`` = the larger of ``skew`` and the
     window's size + grace (a record that may still count is never refused) below the earlier
-    of both clocks. Old records cannot move the clock; this bound only tells a broken time
-    (0, a wrong unit) from a late one. Before the first record nothing is late, so anything
-    goes: a backfill of old events is accepted.
+    of the stream time and ``clock`` (the record's Kafka timestamp when the event time is a
+    field, else the wall clock; 0 or less: none). Old records cannot move the clock; this bound
+    only tells a broken time (0, a wrong unit) from a late one. Before the first record nothing
+    is late, so anything goes: a backfill of old events is accepted.
     """
-    clocks = [t for t in (stream_time, clock if clock > 0 else None) if t is not None]
-    if not clocks:
-        return -(2**63), 2**63
+    high = wall + skew
     if stream_time is None:
-        return -(2**63), max(clocks) + skew
-    return min(clocks) - reach, max(clocks) + skew
+        return -(2**63), high
+    return min(stream_time, clock) - reach if clock > 0 else stream_time - reach, high
+
+
+def ahead_of_wall(step: str, kind: str, row: Row, skew: int, wall: int) -> InvalidEventTime:
+    """The error of a record whose Kafka timestamp is more than ``skew`` ms ahead of the
+    bridge's wall clock ``wall`` (``kind``: ``window`` or ``dedupe``)."""
+    return InvalidEventTime(
+        f"{where(row)}: record timestamp {row.timestamp} ({iso(row.timestamp)}) is more than "
+        f"max_event_time_skew ({skew / 1000:g} s) of {kind} {step!r} ahead of the bridge's "
+        f"clock ({iso(wall)}); dead-lettered without moving stream time"
+    )
 
 
 def check_event_time(
-    step: str, row: Row, event_time: int, stream_time: int | None, clock: int, skew: int,
+    step: str,
+    row: Row,
+    event_time: int,
+    stream_time: int | None,
+    clock: int,
+    skew: int,
     reach: int,
-) -> InvalidEventTime | None:  # fmt: skip
-    """None when ``event_time`` is within :func:`bounds`; else the error naming the record,
-    the event time, the clocks, the step and its setting. ``clock`` is the record's Kafka
-    timestamp, unless that is the event time: then the bridge's clock."""
-    low, high = bounds(stream_time, clock, skew, reach)
+    wall: int,
+) -> InvalidEventTime | None:
+    """None when ``event_time`` and the record's Kafka timestamp are within :func:`bounds`;
+    else the error naming the record, the time, the clocks, the step and its setting."""
+    if row.timestamp > wall + skew:
+        return ahead_of_wall(step, "window", row, skew, wall)
+    low, high = bounds(stream_time, clock, skew, reach, wall)
     if low <= event_time <= high:
         return None
     if event_time > high:
-        off = f"more than max_event_time_skew ({skew / 1000:g} s) of window {step!r} ahead of"
-    else:
-        off = (
-            f"more than {reach / 1000:g} s (max_event_time_skew of window {step!r}, or its "
-            f"size + grace if longer) behind"
+        return InvalidEventTime(
+            f"{where(row)}: event time {event_time} ({iso(event_time)}) is more than "
+            f"max_event_time_skew ({skew / 1000:g} s) of window {step!r} ahead of the bridge's "
+            f"clock ({iso(wall)}); dead-lettered without moving stream time"
         )
     second = "record timestamp" if clock == row.timestamp else "the bridge's clock"
     return InvalidEventTime(
-        f"{where(row)}: event time {event_time} ({iso(event_time)}) is {off} the partition's "
-        f"clock (stream time {iso(stream_time)}, {second} {iso(clock)}); dead-lettered "
-        f"without moving stream time"
+        f"{where(row)}: event time {event_time} ({iso(event_time)}) is more than "
+        f"{reach / 1000:g} s (max_event_time_skew of window {step!r}, or its size + grace if "
+        f"longer) behind the partition's clock (stream time {iso(stream_time)}, {second} "
+        f"{iso(clock)}); dead-lettered without moving stream time"
     )
 
 

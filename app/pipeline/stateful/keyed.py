@@ -11,13 +11,16 @@ they came from.
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from app.errors import ConfigError
 from app.pipeline.errors import INT64_MAX
 from app.pipeline.fusion import FusedBatch, fused_loop
-from app.pipeline.record import Row
+from app.pipeline.record import Failure, Row
+from app.pipeline.stateful.event_time import DEFAULT_MAX_EVENT_TIME_SKEW, ahead_of_wall
 from app.pipeline.stateful.kit import (
     SOURCE_OFFSET,
     SOURCE_PARTITION,
@@ -50,25 +53,40 @@ class Dedupe:
 
     Stream time is the partition's largest record timestamp (kept in state), so the outcome is
     the same however a replay is batched. Expired ids are swept from state via a time index.
+    With a ``ttl``, the clock rule of windows holds (:mod:`.event_time`): a record whose Kafka
+    timestamp is more than ``max_event_time_skew`` ahead of the bridge's wall clock is an
+    ``InvalidEventTime`` dead letter that moves nothing (else it would expire every id).
 
     Args:
         ttl: seconds an id is remembered (None = forever).
         by: the id: a field name, a function of the value, or a RowFn (default: the key).
         name: step name = store name.
+        max_event_time_skew: seconds; default the smaller of one day and ``ttl``.
+        clock: the bridge's wall clock in seconds (a seam for tests).
     """
 
     ttl: float | None = None
     by: FieldSpec | None = None
     name: str = "dedupe"
+    max_event_time_skew: float | None = None
+    clock: Callable[[], float] = field(default=time.time, repr=False, compare=False)
     stateful: bool = True
     _id: Extractor | None = field(default=None, init=False, repr=False)
     _ttl_ms: int | None = field(default=None, init=False, repr=False)
+    _skew_ms: int | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
         self._ttl_ms = milliseconds(self.ttl, f"dedupe {self.name!r} ttl", allow_none=True)
         if self._ttl_ms == 0:
             raise ConfigError(f"dedupe {self.name!r}: ttl must be positive (or None = forever)")
         self._id = None if self.by is None else extractor(self.by)
+        what = f"dedupe {self.name!r} max_event_time_skew"
+        skew = milliseconds(self.max_event_time_skew, what, allow_none=True)
+        if skew == 0:
+            raise ConfigError(f"{what} must be positive")
+        if skew is None and self._ttl_ms is not None:
+            skew = min(round(DEFAULT_MAX_EVENT_TIME_SKEW * 1000), self._ttl_ms)
+        self._skew_ms = skew
 
     @property
     def store(self) -> str:
@@ -79,10 +97,16 @@ class Dedupe:
 
     def __call__(self, rows: list[Row], ctx: StepContext) -> list[Row]:
         views = Views(require_state(ctx, self.name), self.name)
-        ttl = self._ttl_ms
+        ttl, skew = self._ttl_ms, self._skew_ms
+        wall = int(self.clock() * 1000)  # the clock rule: once per batch
+        limit = 2**63 if skew is None else wall + skew
         out: list[Row] = []
         for row, ident in zip(rows, extract_all(rows, ctx, self.name, self._ident), strict=True):
             if ident is None:
+                continue
+            if row.timestamp > limit:  # moves nothing: a dead letter
+                error = ahead_of_wall(self.name, "dedupe", row, limit - wall, wall)
+                ctx.failures.append(Failure(row, self.name, error))
                 continue
             view = views.of(row)
             now = advance_stream_time(view, row.timestamp)

@@ -5,10 +5,11 @@ Stream time is the largest event time seen on the input partition (kept in state
 survives recovery). A window *closes* when stream time reaches ``end + grace``: its final result
 is emitted once and its state deleted. A record whose window is already closed is late and
 ignored for that window; a record late for every window it falls in is counted and dropped, or
-dead-lettered (``late_records``). An event time far from the partition's clock is a dead letter
-that does not move stream time (``max_event_time_skew``, :mod:`.event_time`). Results only depend
-on the order of records in the partition, never on batch or checkpoint boundaries, so a replay
-after a crash emits exactly the same windows.
+dead-lettered (``late_records``). An event time or Kafka timestamp too far ahead of the bridge's
+wall clock is a dead letter that does not move stream time (``max_event_time_skew``, the clock
+rule of :mod:`.event_time`). Within that rule, results only depend on the order of records in
+the partition, never on batch or checkpoint boundaries, so a replay after a crash emits exactly
+the same windows.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from app.errors import ConfigError
+from app.ops.late import LATE_LOG
 from app.ops.metrics import LATE_RECORDS
 from app.pipeline.errors import AggregateOverflow
 from app.pipeline.record import Failure, Row
@@ -26,7 +28,9 @@ from app.pipeline.stateful.event_time import (
     DEFAULT_MAX_EVENT_TIME_SKEW,
     check_event_time,
     check_late_records,
+    iso,
     late_record,
+    where,
 )
 from app.pipeline.stateful.kit import (
     Extractor,
@@ -158,10 +162,12 @@ class Window:
         timestamp: event time in ms (field name, function of the value or RowFn); default:
             the Kafka record timestamp.
         name: step name = store name.
-        max_skew: how far ahead of the partition's clock an event time may be, in ms
-            (``max_event_time_skew``); further is an ``InvalidEventTime`` dead letter.
+        max_skew: how far ahead of the bridge's wall clock an event time or a Kafka timestamp
+            may be, in ms (``max_event_time_skew``); further is an ``InvalidEventTime`` dead
+            letter that leaves stream time unmoved.
         late: ``drop`` (count and drop late records, as Kafka Streams) or ``dlq`` (count and
             dead-letter them as ``LateRecord``).
+        clock: the bridge's wall clock in seconds (a seam for tests).
     """
 
     size: int
@@ -172,6 +178,7 @@ class Window:
     name: str = "window"
     max_skew: int = round(DEFAULT_MAX_EVENT_TIME_SKEW * 1000)
     late: str = "drop"
+    clock: Callable[[], float] = field(default=time.time, repr=False, compare=False)
     stateful: bool = True
     _ts: Extractor | None = field(default=None, init=False, repr=False)
 
@@ -204,9 +211,11 @@ class Window:
         size, hop, grace, add = self.size, self.hop, self.grace, self.aggregate.add
         tumbling = hop == size
         skew, reach = self.max_skew, max(self.max_skew, size + grace)
-        # The event time's second clock (event_time.bounds): the record's Kafka timestamp, or,
-        # when that is the event time, the bridge's own (the one wall-clock read of a window).
-        wall = None if self._ts is not None else int(time.time() * 1000)
+        # The clock rule (event_time.bounds): no time past the bridge's wall clock + skew,
+        # read once per batch; the second clock of the behind bound is the record's Kafka
+        # timestamp, or, when that is the event time, the wall clock.
+        wall = int(self.clock() * 1000)
+        limit, field_time = wall + skew, self._ts is not None
         # Accumulators touched by this batch, decoded once and encoded once per batch (a key
         # sees many records per batch): (partition view, window key) -> accumulator.
         accs: dict[tuple[StateView, bytes], Any] = {}
@@ -216,16 +225,16 @@ class Window:
             key, ts, value = got
             view = views.of(row)
             current = stream_time(view)
-            clock = row.timestamp if wall is None else wall
-            # Within both clocks' bounds (event_time.bounds) inline; anything else asks it.
+            clock = row.timestamp if field_time else wall
+            # Within the bounds inline; anything else asks event_time.check_event_time.
             if (
                 current is None
                 or clock <= 0
-                or not (current if current < clock else clock) - reach
-                <= ts
-                <= (clock if current < clock else current) + skew
+                or ts > limit
+                or row.timestamp > limit
+                or ts < (current if current < clock else clock) - reach
             ):
-                invalid = check_event_time(self.name, row, ts, current, clock, skew, reach)
+                invalid = check_event_time(self.name, row, ts, current, clock, skew, reach, wall)
                 if invalid is not None:  # a dead letter that leaves stream time unmoved
                     ctx.failures.append(Failure(row, self.name, invalid))
                     continue
@@ -279,6 +288,10 @@ class Window:
             for row, ts, now in late:
                 error = late_record(self.name, row, ts, now, self.size, self.grace)
                 ctx.failures.append(Failure(row, self.name, error))
+            return
+        row, ts, now = late[0]
+        first = f"{where(row)}: event time {ts} ({iso(ts)}), stream time {iso(now)}"
+        LATE_LOG.note(self.name, len(late), first, self.grace)
 
     def _close(self, view: StateView, trigger: Row) -> list[Row]:
         now = stream_time(view)

@@ -38,24 +38,29 @@ def failed(ctx: object) -> list[tuple[int, str]]:
 # ---- the bounds (pure) -----------------------------------------------------------------------
 
 
-def test_without_stream_time_only_the_future_is_bounded_by_the_record_timestamp() -> None:
-    low, high = bounds(None, NOW, DAY, DAY)
-    assert high == NOW + DAY
+WALL = NOW + 10 * DAY  # the bridge's clock in the pure tests
+
+
+def test_without_stream_time_only_the_future_is_bounded_by_the_bridges_clock() -> None:
+    low, high = bounds(None, NOW, DAY, DAY, WALL)
+    assert high == WALL + DAY
     assert low < -(2**62)  # a backfill of old events is fine: nothing is late yet
 
 
-def test_ahead_is_bounded_by_the_later_clock_and_behind_by_the_earlier() -> None:
+def test_ahead_is_bounded_by_the_wall_clock_and_behind_by_the_earlier_clock() -> None:
     # A backfill: stream time a month behind the Kafka timestamps.
     month_ago = NOW - 30 * DAY
-    assert bounds(month_ago, NOW, DAY, 2 * DAY) == (month_ago - 2 * DAY, NOW + DAY)
+    assert bounds(month_ago, NOW, DAY, 2 * DAY, WALL) == (month_ago - 2 * DAY, WALL + DAY)
     # Kafka timestamps behind event times (a producer setting its own): the stream time rules.
-    assert bounds(NOW, month_ago, DAY, DAY) == (month_ago - DAY, NOW + DAY)
+    assert bounds(NOW, month_ago, DAY, DAY, WALL) == (month_ago - DAY, WALL + DAY)
+    # A record cannot vouch for itself: its own clock years ahead moves no bound.
+    assert bounds(NOW, NOW + 1000 * DAY, DAY, DAY, WALL)[1] == WALL + DAY
 
 
 def test_a_kafka_timestamp_of_zero_or_less_is_no_clock() -> None:
-    assert bounds(None, 0, DAY, DAY) == (-(2**63), 2**63)  # nothing to check against
-    assert bounds(None, -1, DAY, DAY) == (-(2**63), 2**63)
-    assert bounds(NOW, 0, DAY, 2 * DAY) == (NOW - 2 * DAY, NOW + DAY)  # the stream time alone
+    assert bounds(None, 0, DAY, DAY, WALL) == (-(2**63), WALL + DAY)
+    assert bounds(None, -1, DAY, DAY, WALL) == (-(2**63), WALL + DAY)
+    assert bounds(NOW, 0, DAY, 2 * DAY, WALL) == (NOW - 2 * DAY, WALL + DAY)  # stream time alone
 
 
 @given(
@@ -63,15 +68,16 @@ def test_a_kafka_timestamp_of_zero_or_less_is_no_clock() -> None:
     st.integers(1, 2**61),
     st.integers(1, 2**40),
     st.integers(1, 2**40),
+    st.integers(1, 2**61),
 )
-def test_both_clocks_and_everything_near_them_are_accepted(
-    current: int | None, record_time: int, skew: int, extra: int
+def test_everything_near_the_clocks_and_not_past_the_wall_is_accepted(
+    current: int | None, record_time: int, skew: int, extra: int, wall: int
 ) -> None:
-    low, high = bounds(current, record_time, skew, skew + extra)
+    low, high = bounds(current, record_time, skew, skew + extra, wall)
     clocks = [record_time] if current is None else [current, record_time]
     for clock in clocks:
-        assert low <= clock - skew and clock + skew <= high
-    assert high == max(clocks) + skew
+        assert low <= clock - skew
+    assert high == wall + skew
 
 
 def test_iso_names_dates_and_survives_the_ones_dates_cannot_hold() -> None:
@@ -100,7 +106,7 @@ def test_a_far_future_record_is_a_dead_letter_and_does_not_move_stream_time(
     assert [r.value["value"] for r in out] == [10, 10]
 
 
-def test_the_first_record_of_a_partition_is_bounded_by_its_kafka_timestamp(
+def test_the_first_record_of_a_partition_is_bounded_by_the_bridges_clock(
     tmp_path: Path,
 ) -> None:
     access = LocalAccess(tmp_path)
@@ -162,6 +168,7 @@ def test_a_window_longer_than_the_skew_still_takes_records_it_can_count(tmp_path
     step = window(week, aggregate="count", timestamp="ts", max_event_time_skew=3600)
     start = NOW - NOW % (week * 1000)
     kafka_ts = start + 3 * DAY
+    step.clock = lambda: kafka_ts / 1000  # the bridge's clock now
     rows = [
         row({"ts": start + 3 * DAY}, key="k", offset=0, ts=kafka_ts),
         row({"ts": start + DAY}, key="k", offset=1, ts=kafka_ts),  # two days behind: counted
@@ -310,3 +317,71 @@ def test_windowed_pipelines_never_take_a_fused_path(tmp_path: Path) -> None:
     after_filter = compile_spec({"steps": [{"filter": "amount > 0"}, {"window": {"size": 10}}]})
     for pipeline in (alone, after_filter):
         assert fuse(pipeline.steps, formats(), 1_000_000, lambda _t: True, access) is None
+
+
+# ---- the clock rule: a record cannot vouch for itself (issue 51, scope 3) --------------------
+
+
+def test_a_record_with_both_clocks_years_ahead_is_a_dead_letter(tmp_path: Path) -> None:
+    """Before, the record's own Kafka timestamp was the second clock: with both years ahead it
+    vouched for itself, stream time jumped and every good record after it was late."""
+    access = LocalAccess(tmp_path)
+    wall = NOW + 30 * DAY
+    step = window(10, aggregate="count", timestamp="ts", name="both-ahead")
+    step.clock = lambda: wall / 1000
+    future = NOW + 3 * 365 * DAY
+    rows = [row({"ts": NOW + i * 1000}, key="k", offset=i, ts=NOW + i * 1000) for i in range(30)]
+    rows.insert(5, row({"ts": future}, key="k", offset=99, ts=future))
+    before = LATE_RECORDS["both-ahead"]
+    out, ctx = run(step, rows, access)
+    assert failed(ctx) == [(99, "InvalidEventTime")]
+    assert "ahead of the bridge's clock" in str(ctx.failures[0].error)
+    assert [r.value["value"] for r in out] == [10, 10]  # every good record in its window
+    assert LATE_RECORDS["both-ahead"] == before  # and none late
+
+
+def test_a_kafka_timestamp_ahead_of_the_wall_clock_is_a_dead_letter_too(tmp_path: Path) -> None:
+    access = LocalAccess(tmp_path)
+    step = window(10, aggregate="count", timestamp="ts", max_event_time_skew=60)
+    step.clock = lambda: NOW / 1000
+    rows = [
+        row({"ts": NOW - 5_000}, key="k", offset=0, ts=NOW),
+        row({"ts": NOW - 4_000}, key="k", offset=1, ts=NOW + 61_000),  # 61 s ahead: refused
+        row({"ts": NOW - 3_000}, key="k", offset=2, ts=NOW + 60_000),  # 60 s: within
+    ]
+    _, ctx = run(step, rows, access)
+    assert failed(ctx) == [(1, "InvalidEventTime")]
+    assert "record timestamp" in str(ctx.failures[0].error)
+
+
+def test_history_far_behind_the_wall_clock_is_processed_as_before(tmp_path: Path) -> None:
+    access = LocalAccess(tmp_path)
+    step = window(10, aggregate="count", timestamp="ts", name="history")
+    step.clock = lambda: (NOW + 400 * DAY) / 1000  # a replay of last year's events
+    rows = [row({"ts": NOW + i * 1000}, key="k", offset=i, ts=NOW + i) for i in range(25)]
+    out, ctx = run(step, rows, access)
+    assert not ctx.failures
+    assert [r.value["value"] for r in out] == [10, 10]
+
+
+def test_the_late_records_of_a_committed_checkpoint_are_one_warning(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    from app.ops.late import LATE_LOG
+
+    access = LocalAccess(tmp_path)
+    step = window(10, grace=2, aggregate="count", timestamp="ts", name="late-log")
+    late = [row({"ts": 25_000}, key="k", offset=0), row({"ts": 1_000}, key="k", offset=1)]
+    LATE_LOG.discard()
+    run(step, late, access)
+    LATE_LOG.discard()  # an aborted transaction: nothing to say
+    assert LATE_LOG.flush() is None
+    run(
+        step, [row({"ts": 2_000}, key="k", offset=2), row({"ts": 3_000}, key="k", offset=3)], access
+    )
+    with caplog.at_level("WARNING"):
+        line = LATE_LOG.flush()
+    assert line is not None and line in caplog.text
+    assert "dropped 2 late record(s) in this checkpoint: window 'late-log' 2 (grace 2 s" in line
+    assert "first in[0]@2: event time 2000" in line
+    assert LATE_LOG.flush() is None  # said once

@@ -65,6 +65,49 @@ def test_sum_and_bad_values_fail_only_their_record(tmp_path: Path) -> None:
     assert "must be a number" in str(ctx.failures[0].error)
 
 
+MINUTE = 60_000
+
+
+def test_dedupe_with_a_ttl_refuses_a_record_timestamp_ahead_of_the_bridges_clock(
+    tmp_path: Path,
+) -> None:
+    """One record 50 minutes ahead (inside Kafka 4's default message.timestamp.after.max.ms)
+    with ttl 600 s made the dedupe forget every id: every repeat passed."""
+    access = LocalAccess(tmp_path)
+    wall = 1_800_000_000_000
+    step = Dedupe(ttl=600, by="id", clock=lambda: wall / 1000)
+    ids = [("a", 0), ("b", 1), ("x", 50), ("a", 2), ("b", 3), ("c", 4)]  # minutes from the wall
+    rows = [row({"id": i}, offset=n, ts=wall + m * MINUTE) for n, (i, m) in enumerate(ids)]
+    out, ctx = run(step, rows, access)
+    assert [r.value["id"] for r in out] == ["a", "b", "c"]  # every repeat dropped
+    assert [(f.row.offset, type(f.error).__name__) for f in ctx.failures] == [
+        (2, "InvalidEventTime")
+    ]
+    message = str(ctx.failures[0].error)
+    assert "max_event_time_skew (600 s) of dedupe 'dedupe' ahead of the bridge's clock" in message
+
+
+def test_dedupe_skew_defaults_to_the_ttl_up_to_a_day_and_can_be_set() -> None:
+    assert Dedupe(ttl=600)._skew_ms == 600_000
+    assert Dedupe(ttl=7 * 86_400)._skew_ms == 86_400_000
+    assert Dedupe()._skew_ms is None  # no ttl: no clock to protect
+    assert Dedupe(ttl=600, max_event_time_skew=30)._skew_ms == 30_000
+    spec = compile_spec({"steps": [{"dedupe": {"ttl": 600, "max_event_time_skew": 5}}]})
+    assert spec.steps[0]._skew_ms == 5_000  # type: ignore[attr-defined]
+    python = Pipeline().dedupe(ttl=600, max_event_time_skew=5)
+    assert python.steps[0]._skew_ms == 5_000  # type: ignore[attr-defined]
+    with pytest.raises(ConfigError, match="max_event_time_skew must be positive"):
+        Dedupe(ttl=600, max_event_time_skew=0)
+
+
+def test_dedupe_replays_history_far_behind_the_wall_clock(tmp_path: Path) -> None:
+    access = LocalAccess(tmp_path)
+    step = Dedupe(ttl=10, by="id")  # the real clock: these times are in 1970
+    ids_ts = [("a", 0), ("a", 9_999), ("a", 10_000)]
+    out, ctx = run(step, [row({"id": i}, ts=t) for i, t in ids_ts], access)
+    assert not ctx.failures and [r.timestamp for r in out] == [0, 10_000]
+
+
 @settings(
     max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
