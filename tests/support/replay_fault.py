@@ -8,8 +8,6 @@ import argparse
 import sys
 import threading
 
-from app.commands.replay import run_replay
-
 HOLDING = "replay fault: holding transaction 2 open"
 
 
@@ -21,6 +19,8 @@ class HoldSecondTransaction:
 
 
 if __name__ == "__main__":
+    from app.commands.replay import run_replay
+
     args = argparse.Namespace(
         topic=sys.argv[1], config=None, pipeline=None, to=None, batch=int(sys.argv[2])
     )
