@@ -39,8 +39,11 @@ def _replay(settings: dict[str, Any], *args: str) -> str:
     """Run ``dlq replay`` to its end; its output (exit 0 asserted)."""
     done = subprocess.run(
         [sys.executable, "-m", "app", "dlq", "replay", settings["dlq_topic"], *args],
-        env=_env(settings), capture_output=True, cwd=REPO, timeout=180,
-    )  # fmt: skip
+        env=_env(settings),
+        capture_output=True,
+        cwd=REPO,
+        timeout=180,
+    )
     output = done.stdout.decode() + done.stderr.decode()
     assert done.returncode == 0, output[-3000:]
     return output
@@ -118,10 +121,12 @@ def test_stateless_replay_writes_each_dead_letter_once_and_then_nothing(
         assert ("eos.replay.run" in names) == value["legacy"]
     replayed = [r for r in kafka.read_all(src) if r.header("eos.replay.run")]
     sources = sorted(
-        (int(r.header("eos.replay.source.partition") or b"-1"),
-         int(r.header("eos.replay.source.offset") or b"-1"))
+        (
+            int(r.header("eos.replay.source.partition") or b"-1"),
+            int(r.header("eos.replay.source.offset") or b"-1"),
+        )
         for r in replayed
-    )  # fmt: skip
+    )
     assert sources == sorted(where for where, r in _offsets(records).items() if r[2]["legacy"])
 
     ends = kafka.end_offsets(src)
@@ -157,9 +162,12 @@ def test_count_replay_meets_the_live_counts_even_when_killed_mid_way(
     with open(log, "wb") as sink:
         killed = subprocess.Popen(
             [sys.executable, "-m", "tests.support.replay_fault", settings["dlq_topic"], "5"],
-            env=_env(settings), stdout=sink, stderr=subprocess.STDOUT, cwd=REPO,
+            env=_env(settings),
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+            cwd=REPO,
             preexec_fn=die_with_parent,
-        )  # fmt: skip
+        )
     try:
         wait_until(lambda: HOLDING in log.read_text(), 120, "the replay's second transaction")
         assert open_records(kafka, src) > 0  # the kill lands inside the open transaction
@@ -206,8 +214,11 @@ def test_window_replay_counts_what_is_within_grace_and_reports_the_late(
     assert f"read {len(legacy)}, produced {len(legacy)}" in said, said
     assert f"window 'window': {len(late)} will be dropped as late (grace 1800000 ms)" in said, said
     # Close hour 2 in every partition: a record at hour 4 per partition.
-    _produce(kafka, src, [(p, f"u{p}".encode(), {"id": f"c{p}", "amount": 0}, T0 + 4 * HOUR)
-                          for p in range(3)])  # fmt: skip
+    _produce(
+        kafka,
+        src,
+        [(p, f"u{p}".encode(), {"id": f"c{p}", "amount": 0}, T0 + 4 * HOUR) for p in range(3)],
+    )
     _replayed_and_processed(kafka, settings, live)
 
     # Reference: each hour's sum per key over the records on time; late ones count nowhere.
