@@ -69,6 +69,13 @@ def add_parser(sub: Subparsers) -> None:
     replay.add_argument(
         "--batch", type=int, default=1000, metavar="N", help="dead letters per transaction"
     )
+    replay.add_argument(
+        "--wait",
+        type=float,
+        default=0.0,
+        metavar="SECONDS",
+        help="then wait up to SECONDS for the bridge to process them; count those that fail again",
+    )
     replay.set_defaults(func=run_replay)
 
 

@@ -28,6 +28,7 @@ from app.errors import ConfigError
 from app.kafka.admin import require_topics
 from app.kafka.topics import KafkaRecord, partitions_of
 from app.kafka.transfer import Outgoing, Transfer, tails
+from app.offsets.group import committed_offsets
 from app.sink.fitting import H_HEADERS_DROPPED, H_KEY_DROPPED, H_VALUE_DROPPED
 from app.sink.output import (
     DLQ_PREFIX,
@@ -67,6 +68,8 @@ class Summary:
     read: int = 0
     produced: int = 0
     again: int = 0  # dead letters of an earlier replay's records: they failed again
+    failed: int | None = None  # of this run's, dead-lettered again by the bridge (--wait)
+    waited: float = 0.0
     skipped: Counter[str] = field(default_factory=Counter)  # reason → count
     ends: dict[int, int] = field(default_factory=dict)
 
@@ -80,6 +83,13 @@ class Summary:
             f"after an earlier replay"
         ]
         out += [f"skipped {n}: {why}" for why, n in self.skipped.most_common()]
+        if self.failed is not None:
+            out.append(f"dead-lettered again by the bridge: {self.failed} of {self.produced}")
+        elif self.waited and self.produced:
+            out.append(
+                f"dead-lettered again: not known, the bridge had not processed them after "
+                f"--wait {self.waited:g} s (see `eos-bridge dlq summary {self.dlq}` later)"
+            )
         for name, g in grace.items():
             line = f"window {name!r}: {lateness.late[name]} will be dropped as late (grace {g} ms)"
             if lateness.unknown[name]:
@@ -125,7 +135,12 @@ def resend(
 
 
 def replay(
-    settings: BridgeSettings, dlq: str, to: str | None, batch: int, fault: Fault | None = None
+    settings: BridgeSettings,
+    dlq: str,
+    to: str | None,
+    batch: int,
+    fault: Fault | None = None,
+    wait: float = 0.0,
 ) -> list[str]:
     """Replay ``dlq`` up to its end offsets now; the summary's lines."""
     if settings.cross_cluster and to is None:
@@ -158,10 +173,32 @@ def replay(
                 fault.before_commit(transaction)
             transfer.commit(positions)
             summary.produced += len(outgoing)
+        if wait > 0 and to is None and summary.produced:
+            summary.waited = wait
+            summary.failed = _failed_again(settings, transfer, summary.ends, run, wait)
     finally:
         transfer.close()
     grace = {} if to is not None else lateness.graces
     return summary.lines(lateness, grace)
+
+
+def _failed_again(
+    settings: BridgeSettings, transfer: Transfer, ends: dict[int, int], run: str, wait: float
+) -> int | None:
+    """How many of ``run``'s records the bridge dead-lettered again, once its group committed
+    past every one of them (None: not within ``wait`` seconds)."""
+    conf, deadline = settings.client_config(), time.monotonic() + wait
+    topics = {topic for topic, _ in transfer.written}
+    while True:
+        committed = {t: committed_offsets(conf, settings.group_id, t) for t in topics}
+        if all(committed[t].get(p, -1) > o for (t, p), o in transfer.written.items()):
+            break
+        if time.monotonic() > deadline:
+            return None
+        time.sleep(0.5)
+    _, now = transfer.span()
+    letters = (r for records, _ in transfer.batches(ends, now, 1000) for r in records)
+    return sum(1 for r in letters if r.header(H_RUN) == run.encode())
 
 
 def _outgoing(
@@ -201,7 +238,9 @@ def run_replay(args: argparse.Namespace, fault: Fault | None = None) -> int:
     settings = load_settings(args.config)
     if args.batch < 1:
         raise ConfigError(f"--batch must be at least 1, got {args.batch}")
-    for line in replay(settings, args.topic, args.to, args.batch, fault):
+    if args.wait < 0:
+        raise ConfigError(f"--wait must be 0 or more seconds, got {args.wait}")
+    for line in replay(settings, args.topic, args.to, args.batch, fault, args.wait):
         print(line)
     sys.stdout.flush()
     return 0

@@ -50,6 +50,7 @@ class Transfer:
         self.topic = topic
         self._conf = conf
         self._timeout = timeout
+        self.written: dict[tuple[str, int], int] = {}  # (topic, partition) → last offset written
         self._producer = Producer({**conf, "transactional.id": transactional_id})
         self._producer.init_transactions(timeout)  # aborts a killed run's open transaction
         self._consumer = Consumer(
@@ -114,6 +115,13 @@ class Transfer:
 
     def begin(self, records: list[Outgoing]) -> None:
         """Open a transaction and produce ``records`` into it (flushed: every one delivered)."""
+        written = self.written
+
+        def delivered(err: Any, msg: Any) -> None:
+            if err is None:
+                where = (msg.topic(), msg.partition())
+                written[where] = max(msg.offset(), written.get(where, -1))
+
         self._producer.begin_transaction()
         for r in records:
             headers: list[tuple[str, str | bytes | None]] = [*r.headers]
@@ -124,6 +132,7 @@ class Transfer:
                 partition=r.partition,
                 timestamp=r.timestamp,
                 headers=headers,
+                on_delivery=delivered,
             )
             self._producer.poll(0)
         if self._producer.flush(self._timeout) > 0:

@@ -22,6 +22,6 @@ if __name__ == "__main__":
     from app.commands.replay import run_replay
 
     args = argparse.Namespace(
-        topic=sys.argv[1], config=None, pipeline=None, to=None, batch=int(sys.argv[2])
+        topic=sys.argv[1], config=None, pipeline=None, to=None, batch=int(sys.argv[2]), wait=0.0
     )
     sys.exit(run_replay(args, HoldSecondTransaction()))
