@@ -38,20 +38,6 @@ class HangOn:
 hangs = Pipeline().then(HangOn())
 
 
-def _cents(value: Any) -> Any:
-    return {**value, "cents": int(value["amount"] * 100)}
-
-
-def _cents_fixed(value: Any) -> Any:
-    amount = value["amount"] if "amount" in value else value["amout"]  # the producer's typo
-    return {**value, "cents": int(amount * 100)}
-
-
-cents = Pipeline().map(_cents)  # KeyError for records that spell it "amout": dead letters
-cents_fixed = Pipeline().map(_cents_fixed)  # the fix, for `dlq replay`
-cents_fixed_hangs = Pipeline().then(HangOn()).map(_cents_fixed)  # a replay to SIGKILL mid-way
-
-
 def _strict(value: Any) -> Any:
     if value.get("legacy"):  # the bug `dlq replay` follows: legacy records are refused
         raise ValueError("legacy record")
