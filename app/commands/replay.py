@@ -27,7 +27,7 @@ from app.engine.wiring import build_pipeline
 from app.errors import ConfigError
 from app.kafka.admin import require_topics
 from app.kafka.topics import KafkaRecord, partitions_of
-from app.kafka.transfer import Outgoing, Transfer, tails
+from app.kafka.transfer import Outgoing, Transfer, retention_ms, tails
 from app.offsets.group import committed_offsets
 from app.sink.fitting import H_HEADERS_DROPPED, H_KEY_DROPPED, H_VALUE_DROPPED
 from app.sink.output import (
@@ -154,6 +154,8 @@ def replay(
     pipeline = build_pipeline(settings)
     lateness = Lateness(pipeline, settings.input_format == "json")
     partitions = {t: len(partitions_of(conf, t)) for t in settings.input_topics}
+    timeout = settings.startup_timeout
+    kept = {t: retention_ms(conf, t, timeout) for t in ([to] if to else settings.input_topics)}
     group = f"{settings.group_id}.replay"
     transfer = Transfer(conf, group, f"{group}-replay", dlq, settings.startup_timeout)
     summary = Summary(dlq)
@@ -165,9 +167,11 @@ def replay(
                 lateness.observe(
                     tails(conf, topic, list(range(n)), _TAIL, settings.startup_timeout)
                 )
-        batches = transfer.batches(starts, summary.ends, batch)
-        for transaction, (records, positions) in enumerate(batches, start=1):
+        for transaction, (records, positions) in enumerate(
+            transfer.batches(starts, summary.ends, batch), start=1
+        ):
             outgoing = _outgoing(records, partitions, to, run, summary, lateness)
+            _require_kept(outgoing, kept)
             transfer.begin(outgoing)
             if fault is not None:
                 fault.before_commit(transaction)
@@ -180,6 +184,23 @@ def replay(
         transfer.close()
     grace = {} if to is not None else lateness.graces
     return summary.lines(lateness, grace)
+
+
+def _require_kept(outgoing: list[Outgoing], kept: dict[str, int | None]) -> None:
+    """Refuse (before its transaction) a batch with a record its topic's time retention would
+    delete at once: the replay's position would move past a record the bridge never reads."""
+    now = int(time.time() * 1000)
+    for record in outgoing:
+        retention = kept.get(record.topic)
+        if retention is not None and record.timestamp < now - retention:
+            h = dict(record.headers)
+            where = f"{h[H_DLQ_TOPIC].decode()}[{h[H_DLQ_PARTITION].decode()}]@"
+            raise ConfigError(
+                f"retention.ms of topic {record.topic!r} is {retention}: the dead letter "
+                f"{where}{h[H_DLQ_OFFSET].decode()} has timestamp {record.timestamp}, so its "
+                f"replay would be deleted before the bridge reads it; raise the topic's "
+                f"retention.ms and run dlq replay again (nothing from there on was written)"
+            )
 
 
 def _failed_again(

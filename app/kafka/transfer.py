@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
 
 from app.kafka.topics import KafkaRecord, _record, high_watermark, partitions_of
 
@@ -146,8 +147,9 @@ class Transfer:
         self._producer.commit_transaction(self._timeout)
 
     def close(self) -> None:
+        """Close the consumer; an open transaction is left for the next run's
+        ``init_transactions`` to abort."""
         self._consumer.close()
-        self._producer.flush(self._timeout)
 
 
 def tails(
@@ -184,3 +186,15 @@ def tails(
         return out
     finally:
         consumer.close()
+
+
+def retention_ms(conf: Mapping[str, Any], topic: str, timeout: float) -> int | None:
+    """How long ``topic`` keeps a record by its own timestamp, in ms (None: forever, or the
+    broker stamps its own time: ``LogAppendTime``)."""
+    resource = ConfigResource(ResourceType.TOPIC, topic)
+    admin = AdminClient(dict(conf))  # kept alive until the answer comes
+    configs = admin.describe_configs([resource])[resource].result(timeout)
+    if configs["message.timestamp.type"].value == "LogAppendTime":
+        return None
+    retention = int(configs["retention.ms"].value)
+    return None if retention < 0 else retention

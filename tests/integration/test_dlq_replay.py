@@ -238,3 +238,31 @@ def test_window_replay_counts_what_is_within_grace_and_reports_the_late(
         for v in (orjson.loads(r.value) for r in kafka.read_all(out))
     )
     assert got == expected
+
+
+def test_a_replay_the_input_retention_would_delete_is_refused_before_writing(
+    kafka: KafkaFixture,
+) -> None:
+    src = kafka.create_topic(kafka.unique("in"), 3)  # the default retention.ms: 7 days
+    out = kafka.create_topic(kafka.unique("out"), 3)
+    dlq = kafka.create_topic(kafka.unique("dlq"), 1)
+    settings = base_settings(kafka, src, out, dlq)
+    letter = [
+        ("eos.dlq.source.topic", src.encode()),
+        ("eos.dlq.source.partition", b"1"),
+        ("eos.dlq.source.offset", b"0"),
+        ("eos.dlq.source.timestamp", str(T0).encode()),
+    ]
+    kafka.seed(dlq, [b'{"id": "r0"}'], [b"u1"], headers=[letter])
+    done = subprocess.run(
+        [sys.executable, "-m", "app", "dlq", "replay", dlq],
+        env=_env(settings),
+        capture_output=True,
+        cwd=REPO,
+        timeout=120,
+    )
+    assert done.returncode == 2, done.stderr.decode()[-3000:]
+    lines = done.stderr.decode().strip().splitlines()
+    assert len(lines) == 1 and "retention.ms" in lines[0] and f"{dlq}[0]@0" in lines[0], lines
+    assert kafka.end_offsets(src, read_committed=False) == {0: 0, 1: 0, 2: 0}
+    assert kafka.committed_offsets(f"{settings['group_id']}.replay", dlq) == {0: -1001}
