@@ -110,3 +110,19 @@ def test_pipeline_is_refused_in_one_line_naming_the_new_way() -> None:
     assert result.code == 2
     line = result.one_line_error()
     assert "--pipeline" in line and "running bridge" in line
+
+
+def test_two_clusters_are_refused_without_to_in_one_line() -> None:
+    result = eos_bridge_here(
+        "dlq",
+        "replay",
+        "dlq",
+        env={
+            "BRIDGE_INPUT_TOPICS": "in",
+            "BRIDGE_OUTPUT_TOPIC": "out",
+            "BRIDGE_TARGET__BOOTSTRAP_SERVERS": "127.0.0.1:1",
+        },
+    )
+    assert result.code == 2
+    line = result.one_line_error()
+    assert "target.bootstrap_servers" in line and "--to" in line
