@@ -38,15 +38,21 @@ class HangOn:
 hangs = Pipeline().then(HangOn())
 
 
-def _cents(value: Any) -> Any:
-    return {**value, "cents": int(value["amount"] * 100)}
+def _strict(value: Any) -> Any:
+    if value.get("legacy"):  # the bug `dlq replay` follows: legacy records are refused
+        raise ValueError("legacy record")
+    return value
 
 
-def _cents_fixed(value: Any) -> Any:
-    amount = value["amount"] if "amount" in value else value["amout"]  # the producer's typo
-    return {**value, "cents": int(amount * 100)}
+def _lenient(value: Any) -> Any:
+    if value.get("hopeless"):  # the fix takes legacy records, not these
+        raise ValueError("hopeless record")
+    return value
 
 
-cents = Pipeline().map(_cents)  # KeyError for records that spell it "amout": dead letters
-cents_fixed = Pipeline().map(_cents_fixed)  # the fix, for `dlq replay`
-cents_fixed_hangs = Pipeline().then(HangOn()).map(_cents_fixed)  # a replay to SIGKILL mid-way
+counts_strict = Pipeline().map(_strict).count()
+counts_fixed = Pipeline().map(_lenient).count()
+hourly_strict = Pipeline().map(_strict).window(3600, grace=1800).aggregate("sum", "amount")
+hourly_fixed = Pipeline().map(_lenient).window(3600, grace=1800).aggregate("sum", "amount")
+plain_strict = Pipeline().map(_strict)
+plain_fixed = Pipeline().map(_lenient)

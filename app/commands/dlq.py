@@ -5,31 +5,23 @@ offsets seen at start (a dead letter of an aborted transaction was never a dead 
 counts by step, error class and source topic with the first and last source offsets, or each
 one with its error headers, as JSON lines, filtered by class or step.
 
-``replay`` sends the dead letters back through the current pipeline (or, with ``--to``, copies
-them to a topic untouched), exactly once: it is the bridge itself, reading the dead-letter
-topic as its input under a group of its own (``<group_id>.replay``), so its progress is
-committed in the same transaction as what it writes; a replay killed half-way and run again
-writes nothing twice. It stops at the end offsets seen at start. What fails again goes to the
-same dead-letter topic again, its earlier error headers kept as ``eos.dlq.history.*``.
+``replay`` writes the dead letters back to their input topics for the running bridge
+(app.commands.replay).
 """
 
 from __future__ import annotations
 
 import argparse
-import sys
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from app import runner
 from app.commands.connect import EXIT_OK, Subparsers, connection, tool_parser
+from app.commands.replay import run_replay
 from app.commands.settings import settings_epilog
-from app.config import BridgeSettings, load_settings
-from app.errors import ConfigError
+from app.config import BridgeSettings
 from app.kafka.admin import require_topics
-from app.kafka.topics import KafkaRecord, end_offsets, read_all
-from app.offsets.group import committed_offsets
-from app.ops import logs
+from app.kafka.topics import KafkaRecord, read_all
 from app.serde import json
 
 H_PREFIX = "eos.dlq."
@@ -64,15 +56,26 @@ def add_parser(sub: Subparsers) -> None:
     show.add_argument("--max", type=int, metavar="N", help="at most N records")
     show.set_defaults(func=run_show)
     replay = actions.add_parser(
-        "replay", help="send dead letters back through the pipeline (or --to a topic), once",
-        description="replay the dead letters of TOPIC up to its end offsets, exactly once",
+        "replay", help="write dead letters back to their input topic (or --to a topic), once",
+        description="write the dead letters of TOPIC up to its end offsets back to their input "
+        "topics, exactly once, for the running bridge to process with its live state",
         epilog=settings_epilog(BridgeSettings),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )  # fmt: skip
     replay.add_argument("topic")
     replay.add_argument("--config", type=Path, help="YAML/JSON config file (or BRIDGE_CONFIG_FILE)")
-    replay.add_argument("--pipeline", help="Python pipeline as module:attr (or BRIDGE_PIPELINE)")
-    replay.add_argument("--to", metavar="TOPIC", help="copy the dead letters to TOPIC, no pipeline")
+    replay.add_argument("--pipeline", help=argparse.SUPPRESS)  # refused: names the new way
+    replay.add_argument("--to", metavar="TOPIC", help="copy the dead letters to TOPIC instead")
+    replay.add_argument(
+        "--batch", type=int, default=1000, metavar="N", help="dead letters per transaction"
+    )
+    replay.add_argument(
+        "--wait",
+        type=float,
+        default=0.0,
+        metavar="SECONDS",
+        help="then wait up to SECONDS for the bridge to process them; count those that fail again",
+    )
     replay.set_defaults(func=run_replay)
 
 
@@ -146,41 +149,6 @@ def _shown(record: KafkaRecord, h: dict[str, str]) -> dict[str, object]:
         "value": value,
         "headers": {k: v for k, v in h.items() if not k.startswith(H_PREFIX)},
     }
-
-
-def replay_settings(settings: BridgeSettings, dlq: str, to: str | None) -> BridgeSettings:
-    """The bridge's settings, reading ``dlq`` under a replay group of its own."""
-    group = f"{settings.group_id}.replay"
-    update: dict[str, object] = {
-        "input_topics": [dlq], "group_id": group, "transactional_id_prefix": group,
-        "instance_id": "replay", "static_membership": False, "dlq_topic": dlq,
-    }  # fmt: skip
-    if to is not None:
-        update |= {"output_topic": to, "pipeline": None, "pipeline_spec": None,
-                   "input_format": "bytes", "output_format": "bytes"}  # fmt: skip
-    return settings.model_copy(update=update)
-
-
-def run_replay(args: argparse.Namespace) -> int:
-    if args.config is not None and not args.config.exists():
-        raise ConfigError(f"config file {args.config} does not exist")
-    overrides = {"pipeline": args.pipeline} if args.pipeline else {}
-    settings = replay_settings(load_settings(args.config, **overrides), args.topic, args.to)
-    conn = settings.client_config()
-    require_topics(settings, [("", args.topic)], settings.startup_timeout)
-    ends = {p: e for p, e in end_offsets(conn, args.topic, True).items() if e > 0}
-    group = settings.group_id
-
-    def caught_up() -> bool:
-        committed = committed_offsets(conn, group, args.topic)
-        return all(committed.get(p, -1) >= end for p, end in ends.items())
-
-    logs.setup(settings.log_level, settings.log_format)
-    print(f"replaying {args.topic!r} up to {ends} as group {group!r}", file=sys.stderr)
-    code = runner.run(settings, until=caught_up, replaying=True)
-    if code == EXIT_OK:
-        print(f"replayed {args.topic!r} up to {ends}", file=sys.stderr)
-    return code
 
 
 def _read(args: argparse.Namespace) -> list[KafkaRecord]:

@@ -33,6 +33,7 @@ log = logging.getLogger(__name__)
 H_TOPIC = "eos.dlq.source.topic"
 H_PARTITION = "eos.dlq.source.partition"
 H_OFFSET = "eos.dlq.source.offset"
+H_TIMESTAMP = "eos.dlq.source.timestamp"  # the input's, for ``dlq replay``
 H_CLASS = "eos.dlq.error.class"
 H_MESSAGE = "eos.dlq.error.message"
 H_STEP = "eos.dlq.error.step"
@@ -273,6 +274,7 @@ class Output:
             (H_TOPIC, row.source_topic.encode()),
             (H_PARTITION, str(row.partition).encode()),
             (H_OFFSET, str(row.offset).encode()),
+            (H_TIMESTAMP, str(row.timestamp).encode()),
             *self._error_headers(error, failure.step),
         ]
         own = [(as_history(k), v) for k, v in row.headers or ()]
