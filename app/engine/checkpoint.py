@@ -85,6 +85,7 @@ class Checkpoint:
         self._assigned: dict[tuple[str, int], TopicPartition] | None = None
         self._skipped = False  # positions moved with nothing consumed: commit offsets only
         self._clock = clock
+        self._listeners: list[Callable[[int], None]] = []
         self._min_pause = interval * MIN_PAUSE_FRACTION
         self.consumed = 0
         self.started = clock()  # the open transaction's clock (restarted by each checkpoint)
@@ -92,6 +93,10 @@ class Checkpoint:
         self._began = self.started  # when the checkpoint in progress began (prepare)
         self._first_record = self.started
         self._looked = self.started  # the last look for skipped records (nothing consumed)
+
+    def on_commit(self, listener: Callable[[int], None]) -> None:
+        """Call ``listener(records)`` after each committed checkpoint (poison isolation)."""
+        self._listeners.append(listener)
 
     def record(self, consumed: int, started: float) -> None:
         """Count ``consumed`` records processed since ``started`` (monotonic)."""
@@ -176,6 +181,8 @@ class Checkpoint:
         # 6. the next transaction
         self._txn.begin()
         self._metrics.checkpoint_committed(time.perf_counter() - pending.started, self.consumed)
+        for listener in self._listeners:
+            listener(self.consumed)
         self._restart_clock(began=self._began)
 
     def _settle(self) -> None:
