@@ -122,7 +122,9 @@ class Bridge:
         self._rebalancer = rebalancer
         self._ladder = ladder
         self._progress = ProgressLog(consumer, metrics)
-        self._lag = LagReport(consumer, metrics)
+        self._lag = LagReport(
+            consumer, metrics, committed=checkpoint.committed_positions, waiting=health.waiting
+        )  # from committed positions: an abort loop keeps its lag (and fails /livez)
         self.stopping = False
         # Pipelines of filters and dict maps, or a count alone, run fused (one pass, no Row
         # objects); a batch with anything unusual falls back to the steps (see
@@ -162,6 +164,7 @@ class Bridge:
         messages = self._next_batch()
         self._rebalancer.raise_pending()
         if messages:
+            self._health.consumed()
             self._process_bounded(messages)
         if self._checkpoint.due() or self._isolation.active:  # isolating: one batch per txn
             if not self._commit_ahead():

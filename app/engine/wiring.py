@@ -276,6 +276,7 @@ def assemble(
     repair = PartitionRepair(consumer, txn.offsets, state, health, metrics, reset_offset)
     isolation = Isolation(loop.isolate_after, loop.batch_size)
     checkpoint.on_commit(isolation.committed)
+    checkpoint.on_commit(health.committed)
     ladder = Ladder(txn, output.refusals, metrics, repair, outage, isolation)
     rebalancer = Rebalancer(
         consumer, checkpoint, state, metrics, health, txn.offsets, ladder, tasks
