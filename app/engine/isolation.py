@@ -22,6 +22,7 @@ from app.pipeline.record import Failure, Row
 log = logging.getLogger(__name__)
 
 Where = tuple[str, int, int]  # topic, partition, offset
+AFTER_ABORTS = 5  # the default of isolation_after_aborts
 FULL, SMALLEST = 1, 2  # the dead-letter forms a blamed record goes through, in order
 
 

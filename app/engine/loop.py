@@ -19,7 +19,7 @@ from confluent_kafka import KafkaError, KafkaException
 
 from app.engine.batches import Transformed, by_partition, replay, run_fused
 from app.engine.checkpoint import Checkpoint
-from app.engine.isolation import Isolation
+from app.engine.isolation import AFTER_ABORTS, Isolation
 from app.engine.ladder import Ladder
 from app.engine.pipelined import overlap
 from app.engine.rebalance import Rebalancer
@@ -73,7 +73,7 @@ class LoopSettings:
     dead_letter: bool
     fused: bool = True  # off for a replay: its rows' headers are rewritten by the sink
     pipelined: bool = False  # pipelined_commit (app.engine.pipelined)
-    isolate_after: int = 3  # aborts in a row that start poison isolation (app.engine.isolation)
+    isolate_after: int = AFTER_ABORTS  # aborts in a row that start poison isolation
 
 
 class Bridge:

@@ -15,6 +15,7 @@ import orjson
 import pytest
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
 
+from app.engine.isolation import AFTER_ABORTS, Isolation
 from app.sink.output import H_CLASS, H_OFFSET, H_PARTITION
 from devkit.kafka.cluster import free_port
 from tests.integration.conftest import MakeBridge
@@ -26,10 +27,9 @@ pytestmark = pytest.mark.integration
 GOOD = 2000
 PARTITIONS = 2
 HOUR_MS = 3_600_000
-# The bound docs/operations.md states for isolation_after_aborts=3 and batch_size=500:
-# 3 + ceil(log2(500)) + 2 = 14 aborts; the test allows it and no more.
-MAX_ABORTS = 14
 BATCH = 500
+# The bound docs/operations.md states (isolation_after_aborts 5, batch_size 500): 16 aborts.
+MAX_ABORTS = Isolation(AFTER_ABORTS, BATCH).bound()
 
 
 def _seed(kafka: KafkaFixture, src: str, plant: int, keyed: bool, **planted: object) -> None:
@@ -80,7 +80,7 @@ def test_count_output_refused_by_the_broker_is_one_dead_letter(
     port = free_port()
     settings = base_settings(
         kafka, src, out, dlq, pipeline="tests.state_pipelines:counting",
-        state_dir=str(tmp_path / "state"), http_port=port,
+        state_dir=str(tmp_path / "state"), batch_size=BATCH, http_port=port,
     )  # fmt: skip
     bridge = bridges(**settings).start()
     wait_caught_up(kafka, settings["group_id"], src, 180, [bridge])

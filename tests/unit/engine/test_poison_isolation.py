@@ -15,7 +15,7 @@ import pytest
 from confluent_kafka import TopicPartition
 
 from app.engine.checkpoint import Checkpoint
-from app.engine.isolation import Isolation
+from app.engine.isolation import AFTER_ABORTS, Isolation
 from app.engine.loop import LoopSettings
 from app.engine.transactions import Transactions
 from app.engine.wiring import assemble
@@ -174,8 +174,8 @@ def test_a_record_whose_output_cannot_be_committed_is_isolated_and_dead_lettered
     letters = rig.dead_letters()
     assert len(letters) == 1, letters  # every aborted attempt came before the dead letter
     assert rig.consumer.positions[("in", 0)] == RECORDS
-    bound = Isolation(3, BATCH).bound()
-    assert 3 <= rig.aborts() <= bound
+    bound = Isolation(AFTER_ABORTS, BATCH).bound()
+    assert AFTER_ABORTS <= rig.aborts() <= bound
     assert not rig.bridge._isolation.active  # back to normal batches
 
 
@@ -187,7 +187,7 @@ def test_an_endless_abort_loop_ends_in_exit_3_naming_the_record_and_fails_livez(
     rig = Rig(poison=None)
     with pytest.raises(KafkaFatalError, match=r"record in\[0\]@0: neither its output nor"):
         rig.bridge.run()
-    assert rig.aborts() <= Isolation(3, BATCH).bound()
+    assert rig.aborts() <= Isolation(AFTER_ABORTS, BATCH).bound()
     alive = [a for a, _, _ in rig.seen_at_abort]
     assert alive[0] and not alive[-1]  # alive at first, dead once the bound (45 s) passed
     assert all(gauge == RECORDS for _, gauge, _ in rig.seen_at_abort)
