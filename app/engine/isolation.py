@@ -68,7 +68,7 @@ class Isolation:
         if self._in_row > self.bound():
             raise KafkaFatalError(
                 f"{self._in_row} transactions in a row aborted without a commit, last "
-                f"because: {error}; the restart retries"
+                f"because: {_short(error)}; the restart retries"
             )
         if self._size is None:
             if self._in_row >= self.after_aborts:
@@ -88,10 +88,10 @@ class Isolation:
         if form > SMALLEST:
             raise KafkaFatalError(
                 f"record {topic}[{partition}]@{offset}: neither its output nor its dead letter "
-                f"can be written ({error}); the restart retries it"
+                f"can be written ({_short(error)}); the restart retries it"
             )
         self._blamed[where] = form
-        self._errors.setdefault(where, str(error))
+        self._errors.setdefault(where, _short(error))
         log.warning(
             "record %s[%d]@%d alone aborts its transaction: dead-lettering it (%s form)",
             topic, partition, offset, "full" if form == FULL else "smallest",
@@ -141,3 +141,9 @@ class Isolation:
             key = m.key() or f"{topic}[{partition}]@{offset}".encode()
             row = Row(None, key, None, topic, partition, offset, m.timestamp()[1])
         return Failure(row, "output", error)
+
+
+def _short(error: BaseException) -> str:
+    """The error as one line of at most 300 characters (the exit line, the dead letter)."""
+    text = " ".join(str(error).split())
+    return text if len(text) <= 300 else text[:299] + "…"

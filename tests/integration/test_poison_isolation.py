@@ -122,13 +122,16 @@ def test_key_less_dead_letter_refused_by_a_compacted_dlq_is_written_in_its_small
 
 def _compact(kafka: KafkaFixture, topic: str) -> None:
     """Make ``topic`` compacted and wait until the broker refuses a key-less record there."""
+    _alter(kafka, topic, "cleanup.policy", "compact", b"probe")
+
+
+def _alter(kafka: KafkaFixture, topic: str, name: str, value: str, probe: bytes) -> None:
+    """Set ``name`` of ``topic`` and wait until the broker refuses a key-less ``probe``."""
     admin = AdminClient({"bootstrap.servers": kafka.bootstrap})
     resource = ConfigResource(
         ConfigResource.Type.TOPIC,
         topic,
-        incremental_configs=[
-            ConfigEntry("cleanup.policy", "compact", incremental_operation=AlterConfigOpType.SET)
-        ],
+        incremental_configs=[ConfigEntry(name, value, incremental_operation=AlterConfigOpType.SET)],
     )
     for future in admin.incremental_alter_configs([resource]).values():
         future.result(30)
@@ -136,8 +139,8 @@ def _compact(kafka: KafkaFixture, topic: str) -> None:
 
     def refused() -> bool:
         errors: list[object] = []
-        producer.produce(topic, value=b"probe", on_delivery=lambda e, m: errors.append(e))
+        producer.produce(topic, value=probe, on_delivery=lambda e, m: errors.append(e))
         producer.flush(10)
         return bool(errors) and errors[0] is not None
 
-    wait_until(refused, 30, f"{topic} to refuse key-less records")
+    wait_until(refused, 30, f"{topic} to refuse a key-less record after {name}={value}")
