@@ -220,3 +220,39 @@ def test_isolation_narrows_by_halves_then_blames_one_record_and_returns_to_norma
     assert letters[0].row.raw is None and letters[0].row.key == b"in[0]@1"
     iso.committed(1)
     assert not iso.active and iso.size(8) == 8
+
+
+def test_livez_fails_only_for_consumed_input_with_lag_and_no_commit() -> None:
+    """Idle (no lag), restoring (lag, nothing consumed) and committing bridges stay alive."""
+    clock = Clock()
+    health = Health(30.0, commit_bound=60.0, clock=clock)
+    health.waiting(500)  # lag, but nothing consumed: restoring or paused
+    clock.now += 120
+    health.beat()
+    assert health.alive()
+    health.consumed()
+    clock.now += 50
+    health.beat()
+    assert health.alive()  # within the bound
+    clock.now += 20
+    health.beat()
+    assert health.liveness() == (False, "no checkpoint committed for 70s while input waits")
+    health.waiting(0)  # caught up (an idle bridge commits nothing)
+    assert health.alive()
+    health.waiting(500)
+    health.committed(10)
+    assert health.alive()
+
+
+def test_the_exit_line_is_one_short_line() -> None:
+    iso = Isolation(after_aborts=1, batch_size=1)
+    iso.aborted(CheckpointAborted("x"))
+    iso.screen([FakeMessage(offset=7)])
+    error = CheckpointAborted("first line\nsecond " + "y" * 1000)
+    for _ in range(2):
+        iso.aborted(error)
+        iso.screen([FakeMessage(offset=7)])
+    with pytest.raises(KafkaFatalError) as raised:
+        iso.aborted(error)
+    line = str(raised.value)
+    assert "\n" not in line and len(line) < 500 and line.startswith("record in[0]@7: ")
