@@ -241,8 +241,8 @@ class BridgeSettings(ConnectionSettings):
         default_factory=dict, description="librdkafka settings of the producer"
     )
 
-    # Test-only fault hook: abort every k-th non-empty checkpoint instead of committing it.
-    fault_abort_every: int = Field(0, ge=0)
+    isolation_after_aborts: int = Field(5, ge=1, le=20, description="aborts in a row: isolate")
+    fault_abort_every: int = Field(0, ge=0)  # test-only: abort every k-th checkpoint
 
     @field_validator("input_topics", mode="before")
     @classmethod

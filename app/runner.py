@@ -101,7 +101,12 @@ def run(
     """Run until SIGTERM/SIGINT (or until ``until()`` says done, asked every half second);
     returns the process exit code. ``replaying``: see :func:`app.engine.wiring.build`."""
     metrics = Metrics()
-    health = Health(stale_after=max(30.0, 5 * settings.commit_interval))
+    stale_after = max(30.0, 5 * settings.commit_interval)
+    # /livez also fails when input waits and no checkpoint commits for longer than an open
+    # transaction may live (docs/operations.md: an abort loop is not alive)
+    health = Health(
+        stale_after, commit_bound=max(stale_after, settings.transaction_timeout_ms / 1e3)
+    )
     try:
         server = _serve(settings, health, metrics)
     except OSError as exc:  # typically EADDRINUSE: another process holds the port

@@ -85,6 +85,7 @@ class Checkpoint:
         self._assigned: dict[tuple[str, int], TopicPartition] | None = None
         self._skipped = False  # positions moved with nothing consumed: commit offsets only
         self._clock = clock
+        self._listeners: list[Callable[[int], None]] = []
         self._min_pause = interval * MIN_PAUSE_FRACTION
         self.consumed = 0
         self.started = clock()  # the open transaction's clock (restarted by each checkpoint)
@@ -92,6 +93,10 @@ class Checkpoint:
         self._began = self.started  # when the checkpoint in progress began (prepare)
         self._first_record = self.started
         self._looked = self.started  # the last look for skipped records (nothing consumed)
+
+    def on_commit(self, listener: Callable[[int], None]) -> None:
+        """Call ``listener(records)`` after each committed checkpoint (poison isolation)."""
+        self._listeners.append(listener)
 
     def record(self, consumed: int, started: float) -> None:
         """Count ``consumed`` records processed since ``started`` (monotonic)."""
@@ -176,6 +181,8 @@ class Checkpoint:
         # 6. the next transaction
         self._txn.begin()
         self._metrics.checkpoint_committed(time.perf_counter() - pending.started, self.consumed)
+        for listener in self._listeners:
+            listener(self.consumed)
         self._restart_clock(began=self._began)
 
     def _settle(self) -> None:
@@ -245,18 +252,34 @@ class Checkpoint:
             return False
         self._looked = now  # (not ``started``: the first record after a pause commits soon)
         positions = self._positions()
-        unknown = [TopicPartition(t, p) for t, p in positions if (t, p) not in self._committed]
-        if unknown:
-            try:
-                for tp in self._txn.offsets.committed(unknown):
-                    self._committed[(tp.topic, tp.partition)] = tp.offset
-            except BridgeError as exc:  # the coordinator is away: look again next interval
-                log.debug("committed offsets unknown, checked next interval: %s", exc)
-                return False
+        if not self._look_up_committed(positions):
+            return False
         self._skipped = any(
             offset > max(self._committed.get(key, 0), 0) for key, offset in positions.items()
         )
         return self._skipped
+
+    def committed_positions(self) -> dict[tuple[str, int], int]:
+        """The committed offset of every assigned partition (-1001: none), as last committed
+        here or, for a partition this process never committed, looked up once (the lag gauge
+        reads from them: an abort loop keeps its lag)."""
+        positions = self._positions()
+        self._look_up_committed(positions)
+        return {key: self._committed[key] for key in positions if key in self._committed}
+
+    def _look_up_committed(self, positions: dict[tuple[str, int], int]) -> bool:
+        """Fill in the committed offsets of ``positions`` not known here; False when the
+        coordinator did not answer (asked again next time)."""
+        unknown = [TopicPartition(t, p) for t, p in positions if (t, p) not in self._committed]
+        if not unknown:
+            return True
+        try:
+            for tp in self._txn.offsets.committed(unknown):
+                self._committed[(tp.topic, tp.partition)] = tp.offset
+        except BridgeError as exc:  # the coordinator is away: look again next interval
+            log.debug("committed offsets unknown, checked next interval: %s", exc)
+            return False
+        return True
 
     def _positions(self) -> dict[tuple[str, int], int]:
         """Next offset to read per assigned partition: position(), never last offset + 1

@@ -4,6 +4,8 @@ Kafka Streams' ``StreamThread.runLoop`` and ``TaskManager`` in small. The loop, 
 lost callbacks and the shutdown all hand their exceptions here; nothing else decides to
 abort, re-create the producer or give up, and nothing else labels the abort metric::
 
+    CheckpointAborted or ProducerFenced   → first counted by poison isolation (app.engine.
+                                            isolation: K in a row narrow the batches)
     CheckpointAborted, a record refused   → a new producer (its epoch), rewind; not counted
     CheckpointAborted                     → abort, drop uncommitted work, rewind
     ProducerFenced                        → a new producer (init_transactions), rewind; bounded
@@ -22,6 +24,7 @@ import logging
 
 from confluent_kafka import KafkaException
 
+from app.engine.isolation import Isolation
 from app.engine.outage import RegistryOutage
 from app.engine.repair import PartitionRepair
 from app.engine.transactions import Transactions
@@ -52,12 +55,14 @@ class Ladder:
         metrics: Metrics,
         repair: PartitionRepair,
         outage: RegistryOutage | None = None,
+        isolation: Isolation | None = None,
     ) -> None:
         self._txn = txn
         self._refusals = refusals
         self._metrics = metrics
         self._repair = repair
         self._outage = outage  # None: no registry format, so no such outage
+        self._isolation = isolation  # aborts in a row without a commit narrow the batches
 
     def react(self, exc: BaseException, *, rewind: bool = True) -> None:
         """React to ``exc``, or raise it (mapped) when nothing in-process helps.
@@ -68,6 +73,8 @@ class Ladder:
         """
         if isinstance(exc, KafkaException):  # raised by a client call nobody mapped (flush...)
             exc = bridge_error("producer", exc)
+        if self._isolation is not None and isinstance(exc, CheckpointAborted | ProducerFenced):
+            self._isolation.aborted(exc)  # whatever the error: exit 3 past the bound
         if isinstance(exc, CheckpointAborted) and self._refusals.refused_in_txn:
             # The broker refused a record: it goes to the DLQ on replay (app.sink.refusals).
             # After a refusal librdkafka's idempotence state needs a new epoch ("skipped

@@ -19,6 +19,7 @@ from confluent_kafka import KafkaError, KafkaException
 
 from app.engine.batches import Transformed, by_partition, replay, run_fused
 from app.engine.checkpoint import Checkpoint
+from app.engine.isolation import AFTER_ABORTS, Isolation
 from app.engine.ladder import Ladder
 from app.engine.pipelined import overlap
 from app.engine.rebalance import Rebalancer
@@ -73,6 +74,7 @@ class LoopSettings:
     dead_letter: bool
     fused: bool = True  # off for a replay: its rows' headers are rewritten by the sink
     pipelined: bool = False  # pipelined_commit (app.engine.pipelined)
+    isolate_after: int = AFTER_ABORTS  # aborts in a row that start poison isolation
 
 
 class Bridge:
@@ -94,8 +96,10 @@ class Bridge:
         loop: LoopSettings,
         formats: Formats | None = None,
         tasks: TaskRouting | None = None,
+        isolation: Isolation | None = None,
     ) -> None:
         self._consumer = consumer
+        self._isolation = isolation or Isolation(loop.isolate_after, loop.batch_size)
         self._tasks = tasks  # two clusters: one producer per input partition
         self._txn = txn
         self._output = output
@@ -119,7 +123,9 @@ class Bridge:
         self._rebalancer = rebalancer
         self._ladder = ladder
         self._progress = ProgressLog(consumer, metrics)
-        self._lag = LagReport(consumer, metrics)
+        self._lag = LagReport(
+            consumer, metrics, committed=checkpoint.committed_positions, waiting=health.waiting
+        )  # from committed positions: an abort loop keeps its lag (and fails /livez)
         self.stopping = False
         # Pipelines of filters and dict maps, or a count alone, run fused (one pass, no Row
         # objects); a batch with anything unusual falls back to the steps (see
@@ -159,8 +165,9 @@ class Bridge:
         messages = self._next_batch()
         self._rebalancer.raise_pending()
         if messages:
+            self._health.consumed()
             self._process_bounded(messages)
-        if self._checkpoint.due():
+        if self._checkpoint.due() or self._isolation.active:  # isolating: one batch per txn
             if not self._commit_ahead():
                 self._checkpoint.commit()
             self._lag.after_checkpoint()  # at the committed positions, at most once a second
@@ -182,12 +189,12 @@ class Bridge:
     def _next_batch(self) -> list[Message]:
         """What is buffered now, up to batch_size; wait up to poll_timeout only when nothing
         is (waiting for a full batch would add latency under light traffic)."""
-        consume = self._consumer.consume
-        messages: list[Message] = consume(self._batch_size, 0)
+        consume, size = self._consumer.consume, self._isolation.size(self._batch_size)
+        messages: list[Message] = consume(size, 0)
         if not messages:
             messages = consume(1, self._poll_timeout)
-            if messages and self._batch_size > 1:
-                messages += consume(self._batch_size - 1, 0)
+            if messages and size > 1:
+                messages += consume(size - 1, 0)
         return messages
 
     def close_after_failure(self) -> None:
@@ -233,13 +240,16 @@ class Bridge:
             self._batch_size = min(self._max_batch, self._batch_size * 2)
 
     def _process(self, messages: list[Message], deadline: float) -> None:
+        messages, letters = self._isolation.screen(messages)  # blamed records: dead letters
+        for failure in letters:
+            self._fail(failure)
         self._emit(self._transform(messages, deadline), deadline)
 
     def _commit_ahead(self) -> bool:
         """The pipelined checkpoint (:mod:`app.engine.pipelined`), when on and the next batch
         is already buffered: the open transaction commits while that batch is transformed into
         memory, then it goes into the next transaction. False: commit the ordinary way."""
-        if self._overlap is None or not self._checkpoint.consumed:
+        if self._overlap is None or self._isolation.active or not self._checkpoint.consumed:
             return False
         # What is buffered, up to a few batches: one batch's pipeline (~10 ms at 2000 records)
         # is shorter than a commit's round trips (~20 ms measured), so more of it can overlap.

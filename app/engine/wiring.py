@@ -16,6 +16,7 @@ from confluent_kafka.admin import AdminClient, ConfigResource
 from app import serde
 from app.config import BridgeSettings, Cluster
 from app.engine.checkpoint import Checkpoint
+from app.engine.isolation import Isolation
 from app.engine.ladder import Ladder
 from app.engine.loop import Bridge, LoopSettings
 from app.engine.outage import RegistryOutage
@@ -248,6 +249,7 @@ def _loop_settings(settings: BridgeSettings, replaying: bool) -> LoopSettings:
         batch_size=settings.batch_size, poll_timeout=settings.poll_timeout,
         retries=settings.record_retries, dead_letter=settings.on_error == "dlq",
         fused=not replaying, pipelined=settings.pipelined_commit,
+        isolate_after=settings.isolation_after_aborts,
     )  # fmt: skip
 
 
@@ -275,13 +277,16 @@ def assemble(
         txn.on_abort(discard)
     txn.on_new_producer(output.collector.rebind)
     repair = PartitionRepair(consumer, txn.offsets, state, health, metrics, reset_offset)
-    ladder = Ladder(txn, output.refusals, metrics, repair, outage)
+    isolation = Isolation(loop.isolate_after, loop.batch_size)
+    checkpoint.on_commit(isolation.committed)
+    checkpoint.on_commit(health.committed)
+    ladder = Ladder(txn, output.refusals, metrics, repair, outage, isolation)
     rebalancer = Rebalancer(
         consumer, checkpoint, state, metrics, health, txn.offsets, ladder, tasks
     )  # fmt: skip
     bridge = Bridge(
         consumer, txn, output, pipeline, state, checkpoint, rebalancer, ladder, metrics, health,
-        watchdog, loop, formats, tasks.producers if tasks is not None else None,
+        watchdog, loop, formats, tasks.producers if tasks is not None else None, isolation,
     )  # fmt: skip
     if outage is not None:
         outage.stop_when(lambda: bridge.stopping)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
@@ -12,12 +13,29 @@ from app.ops.metrics import Metrics
 
 
 class Health:
-    """Liveness = the loop beat recently; readiness = assigned and recovered, and not degraded
-    (too many dead letters, :mod:`app.sink.deadletters`)."""
+    """Liveness = the loop beat recently and, while input waits, committed a checkpoint within
+    ``commit_bound`` (an abort loop beats but is not alive); readiness = assigned and
+    recovered, and not degraded (too many dead letters, :mod:`app.sink.deadletters`).
 
-    def __init__(self, stale_after: float) -> None:
+    Args:
+        stale_after: seconds without a beat of the loop that fail ``/livez``.
+        commit_bound: seconds since the first record consumed after the last commit that fail
+            ``/livez`` while the committed lag is above 0 (default: ``stale_after``).
+        clock: monotonic seconds (a fake in unit tests).
+    """
+
+    def __init__(
+        self,
+        stale_after: float,
+        commit_bound: float | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self._stale_after = stale_after
-        self._beat = time.monotonic()
+        self._commit_bound = commit_bound or stale_after
+        self._clock = clock
+        self._beat = clock()
+        self._uncommitted_since: float | None = None  # first record consumed since a commit
+        self._waiting = False  # committed lag above 0 at the last lag update
         self.ready = False
         self.reason = "starting"
         self.degraded: str | None = None
@@ -28,11 +46,38 @@ class Health:
         return self._stale_after
 
     def beat(self) -> None:
-        self._beat = time.monotonic()
+        self._beat = self._clock()
         self.stuck = None
 
+    def consumed(self) -> None:
+        """The loop took records into the open transaction (kept across aborts: they are
+        consumed again, never committed)."""
+        if self._uncommitted_since is None:
+            self._uncommitted_since = self._clock()
+
+    def committed(self, records: int = 0) -> None:
+        """A checkpoint committed (``records`` input records)."""
+        del records
+        self._uncommitted_since = None
+
+    def waiting(self, records: int) -> None:
+        """The committed lag (records behind the high watermarks) at the last lag update."""
+        self._waiting = records > 0
+
     def alive(self) -> bool:
-        return self.stuck is None and time.monotonic() - self._beat < self._stale_after
+        return self.liveness()[0]
+
+    def liveness(self) -> tuple[bool, str]:
+        """What ``/livez`` answers: alive or not, and why not."""
+        now = self._clock()
+        if self.stuck is not None:
+            return False, f"loop stalled: {self.stuck}"
+        if now - self._beat >= self._stale_after:
+            return False, "loop stalled: no beat"
+        since = self._uncommitted_since
+        if self._waiting and since is not None and now - since > self._commit_bound:
+            return False, f"no checkpoint committed for {now - since:.0f}s while input waits"
+        return True, "ok"
 
     def fail(self, what: str) -> None:
         """The watchdog saw ``what`` overrun: ``/livez`` fails (naming it) until the next beat."""
@@ -60,9 +105,8 @@ def serve(host: str, port: int, health: Health, metrics: Metrics) -> ThreadingHT
             if self.path == "/metrics":
                 self._send(200, generate_latest(metrics.registry), CONTENT_TYPE_LATEST)
             elif self.path == "/livez":
-                ok = health.alive()
-                stalled = f"loop stalled: {health.stuck or 'no beat'}\n".encode()
-                self._send(200 if ok else 503, b"ok\n" if ok else stalled)
+                ok, why = health.liveness()
+                self._send(200 if ok else 503, f"{why}\n".encode())
             elif self.path == "/readyz":
                 ready, reason = health.readiness()
                 self._send(200 if ready else 503, f"{reason}\n".encode())
