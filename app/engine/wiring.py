@@ -19,7 +19,9 @@ from app.engine.ladder import Ladder
 from app.engine.loop import Bridge, LoopSettings
 from app.engine.outage import RegistryOutage
 from app.engine.rebalance import Rebalancer
+from app.engine.regroup import Regrouper
 from app.engine.repair import PartitionRepair
+from app.engine.repartition import prepare_repartition, regroup_plan
 from app.engine.stores import offset_store, reset_offset, stuck_after
 from app.engine.tasks import TaskAssignment
 from app.engine.transactions import Transactions
@@ -38,6 +40,7 @@ from app.ops.metrics import Metrics
 from app.ops.resources import client_stats
 from app.pipeline.builder import Pipeline, load_pipeline
 from app.pipeline.spec import load_spec
+from app.pipeline.split import Regroup
 from app.serde import Role
 from app.serde.registry import RegistryConfigError, RegistryUnavailable
 from app.serde.registry_probe import RegistryProbe, RegistryProbes
@@ -151,10 +154,13 @@ def _topic_limits(admin: AdminClient, topics: list[str], timeout: float) -> dict
     return limits
 
 
-def make_state(settings: BridgeSettings, pipeline: Pipeline) -> StateBackend:
+def make_state(
+    settings: BridgeSettings, pipeline: Pipeline, plan: Regroup | None = None
+) -> StateBackend:
+    """Per input partition, or per repartition partition when ``plan`` regroups."""
     if not pipeline.stateful:
         return NoState()
-    return make_backend(settings, pipeline)
+    return make_backend(settings, pipeline, None if plan is None else [plan.topic])
 
 
 def build(
@@ -170,6 +176,7 @@ def build(
     ``replaying``: the input is a dead-letter topic (``eos-bridge dlq replay``)."""
     pipeline = build_pipeline(settings)
     topics, topic_limits, target_admin, keep = preflight(settings, pipeline)
+    plan = prepare_repartition(settings, regroup_plan(settings, pipeline), target_admin)
     batch_limit = min(topic_limits.values(), default=None)
     formats, outage = build_formats(settings, health)
     common = _producer_common(settings)
@@ -202,7 +209,7 @@ def build(
         replaying=replaying, keep_partition=keep,
     )  # fmt: skip
     _init_transactions(txn, common, settings.transactional_id)
-    state = make_state(settings, pipeline)
+    state = make_state(settings, pipeline, plan)
     checkpoint = Checkpoint(
         consumer, txn, output, state, metrics,
         interval=settings.commit_interval,
@@ -213,7 +220,8 @@ def build(
     )  # fmt: skip
     return assemble(
         consumer, txn, output, pipeline, state, checkpoint, metrics, health, watchdog,
-        _loop_settings(settings, replaying), formats, reset_offset(settings), outage, tasks,
+        _loop_settings(settings, replaying, plan), formats, reset_offset(settings), outage, tasks,
+        Regrouper(plan, collector) if plan is not None else None,
     )  # fmt: skip
 
 
@@ -239,9 +247,10 @@ def _consumer(settings: BridgeSettings) -> Consumer:
     )  # fmt: skip
 
 
-def _loop_settings(settings: BridgeSettings, replaying: bool) -> LoopSettings:
+def _loop_settings(settings: BridgeSettings, replaying: bool, plan: Regroup | None) -> LoopSettings:
+    hop = [] if plan is None else [plan.topic]  # consumed in the same group
     return LoopSettings(
-        topics=settings.input_topics, instance_id=settings.instance_id,
+        topics=settings.input_topics + hop, instance_id=settings.instance_id,
         batch_size=settings.batch_size, poll_timeout=settings.poll_timeout,
         retries=settings.record_retries, dead_letter=settings.on_error == "dlq",
         fused=not replaying, pipelined=settings.pipelined_commit,
@@ -263,6 +272,7 @@ def assemble(
     reset_offset: int = OFFSET_BEGINNING,
     outage: RegistryOutage | None = None,
     tasks: TaskAssignment | None = None,
+    regroup: Regrouper | None = None,
 ) -> Bridge:
     """The engine's own collaborators around built clients: the hooks of the transaction
     owner, the ladder, the repairs and the rebalancer, then the loop (the unit tests' rigs
@@ -278,7 +288,7 @@ def assemble(
     )  # fmt: skip
     bridge = Bridge(
         consumer, txn, output, pipeline, state, checkpoint, rebalancer, ladder, metrics, health,
-        watchdog, loop, formats, tasks.producers if tasks is not None else None,
+        watchdog, loop, formats, tasks.producers if tasks is not None else None, regroup,
     )  # fmt: skip
     if outage is not None:
         outage.stop_when(lambda: bridge.stopping)

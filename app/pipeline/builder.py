@@ -46,9 +46,12 @@ class Pipeline:
         """Replace the value; None drops the record, a list fans out."""
         return self.then(RecordApply(fn) if record else Apply(fn))
 
-    def key_by(self, fn: Callable[[Any], Any], record: bool = False) -> Pipeline:
-        """Set the output key."""
-        return self.then(_apply(fn, record, target="key", name="key_by"))
+    def key_by(
+        self, fn: Callable[[Any], Any], record: bool = False, repartition: bool = True
+    ) -> Pipeline:
+        """Set the key; before a stateful step the records are regrouped by it through a
+        repartition topic unless ``repartition=False`` (the input is keyed so already)."""
+        return self.then(_apply(fn, record, target="key", name="key_by", repartition=repartition))
 
     def route(self, fn: Callable[[Any], str | None], record: bool = False) -> Pipeline:
         """Choose the output topic per record (None = the configured output topic)."""
@@ -62,9 +65,16 @@ class Pipeline:
     # Stateful steps (app.pipeline.stateful). Times are in seconds; ``name`` names the store
     # and its changelog topic: keep it stable.
 
-    def dedupe(self, by: Any = None, ttl: float | None = None, name: str = "dedupe") -> Pipeline:
-        """Drop repeats of an id (field name or function of the value; default the key)."""
-        return self.then(Dedupe(ttl=ttl, by=by, name=name))
+    def dedupe(
+        self,
+        by: Any = None,
+        ttl: float | None = None,
+        name: str = "dedupe",
+        repartition: bool = True,
+    ) -> Pipeline:
+        """Drop repeats of an id (field name or function of the value; default the key); by
+        a field, the records are regrouped by it first unless ``repartition=False``."""
+        return self.then(Dedupe(ttl=ttl, by=by, name=name, repartition=repartition))
 
     def count(self, name: str = "count") -> Pipeline:
         """Count per key; emits ``{"key", "count", "_source_*"}`` per input."""
@@ -112,10 +122,12 @@ class Pipeline:
         return len(self.steps)
 
 
-def _apply(fn: Callable[[Any], Any], record: bool, target: str, name: str) -> Step:
+def _apply(
+    fn: Callable[[Any], Any], record: bool, target: str, name: str, repartition: bool = True
+) -> Step:
     if record:
-        return RecordApply(fn, target=target, name=name)
-    return Apply(fn, target=target, name=name)
+        return RecordApply(fn, target=target, name=name, repartition=repartition)
+    return Apply(fn, target=target, name=name, repartition=repartition)
 
 
 class WindowBuilder:

@@ -141,8 +141,13 @@ def _drop(arg: Any, where: str) -> Step:
 
 @step_compiler("key_by")
 def _key_by(arg: Any, where: str) -> Step:
+    """``key_by: <expression>``, or ``key_by: {by: <expression>, repartition: false}``."""
+    again = True
+    if isinstance(arg, dict) and set(arg) <= {"by", "repartition"} and "by" in arg:
+        again, arg = arg.get("repartition", True) is not False, arg["by"]
     expr = row_expression(_source(arg, where), where)
-    return _RowApply(expr, target="key", name=where, spec_part=SpecPart("key_by", arg, where))
+    part = SpecPart("key_by", arg, where)
+    return _RowApply(expr, target="key", name=where, repartition=again, spec_part=part)
 
 
 @step_compiler("route")

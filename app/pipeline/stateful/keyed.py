@@ -61,6 +61,7 @@ class Dedupe:
     by: FieldSpec | None = None
     name: str = "dedupe"
     stateful: bool = True
+    repartition: bool = True  # by a field: regroup by it first (app.pipeline.split)
     _id: Extractor | None = field(default=None, init=False, repr=False)
     _ttl_ms: int | None = field(default=None, init=False, repr=False)
 
