@@ -15,6 +15,7 @@ import pytest
 from app.pipeline.split import repartition_topic_name
 from tests.integration.conftest import MakeBridge as Make
 from tests.support.bridge import BridgeProcess, base_settings, bridge_topics, wait_caught_up
+from tests.support.cli import eos_bridge
 from tests.support.feed import Feeder, kill_in_open_transaction
 from tests.support.kafka import KafkaFixture
 
@@ -128,6 +129,12 @@ def test_key_by_then_count_counts_each_input_once_per_new_key(
     assert {k: sorted(c) for k, c in by_key.items()} == {
         k: list(range(1, n + 1)) for k, n in reference.items()
     }
+    # verify re-runs the tail over the hop's committed records, as the bridge did
+    args = ["verify", "--input", src, "--output", out, "--dlq", s["dlq_topic"]]
+    args += ["--pipeline-spec", s["pipeline_spec"], "--group", s["group_id"]]
+    result = eos_bridge(*args, env={"BRIDGE_BOOTSTRAP_SERVERS": kafka.bootstrap})
+    assert result.code == 0, result.stdout + result.stderr
+    assert f"{len(inputs)} in, {len(outputs)} out, 0 duplicates, 0 missing" in result.stdout
 
 
 @pytest.mark.chaos
