@@ -23,7 +23,7 @@ def regroup_plan(settings: BridgeSettings, pipeline: Pipeline) -> Regroup | None
     if plan is not None and settings.cross_cluster:
         raise ConfigError(
             f"pipeline step {plan.step!r} regroups records through a repartition topic, which "
-            f"two clusters (target_bootstrap_servers) do not support; if the input is keyed "
+            f"two clusters (target.bootstrap_servers) do not support; if the input is keyed "
             f"by that key already, say repartition: false on the step"
         )
     return plan
