@@ -13,11 +13,12 @@ import orjson
 import pytest
 
 from app.pipeline.split import repartition_topic_name
+from devkit.kafka.cluster import free_port
 from tests.integration.conftest import MakeBridge as Make
 from tests.support.bridge import BridgeProcess, base_settings, bridge_topics, wait_caught_up
 from tests.support.cli import eos_bridge
 from tests.support.feed import Feeder, kill_in_open_transaction
-from tests.support.kafka import KafkaFixture
+from tests.support.kafka import KafkaFixture, wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -160,3 +161,49 @@ def test_dedupe_by_a_field_regroups_by_it(
     got = Counter(orjson.loads(r.value)["uid"] for r in kafka.read_all(out))
     assert set(got) == set(ids), f"{len(set(ids) - set(got))} ids missing"
     assert {i: c for i, c in got.items() if c > 1} == {}, "repeats passed"
+
+
+def test_repartition_partitions_move_with_their_state(
+    kafka: KafkaFixture, tmp_path: Path, bridges: Make
+) -> None:
+    """A second instance (own, empty state dir) joins and leaves: the repartition topic's
+    partitions it takes are restored from their changelogs there and back, so the counts per
+    new key go on exactly (phased: each phase fed once the group is where the test wants it)."""
+    s, src, out, rp = _setup(kafka, tmp_path, "steps:\n  - key_by: customer\n  - count\n")
+    s["consumer"] = {"session.timeout.ms": 8000}  # static members: a stopped one's move then
+    values = [
+        orjson.dumps({"id": f"o{i}", "customer": f"c{(i * 31) % 60}", "amount": i % 97})
+        for i in range(9_000)
+    ]
+    feeder = Feeder(kafka, src, values, [f"o{i}".encode() for i in range(9_000)])
+    ports = free_port(), free_port()
+    first = bridges(**s, http_port=ports[0]).start()
+    feeder.feed(3_000)
+    _caught_up(kafka, s, rp, first)
+    state = str(tmp_path / "state-i1")
+    second = bridges(**{**s, "instance_id": "i1", "state_dir": state}, http_port=ports[1]).start()
+    wait_until(
+        lambda: "state recovered for" in second.logs() or not second.running(),
+        120,
+        "second instance assigned and restored",
+    )
+    assert f"restored changelog__{s['group_id']}--{rp}--" in second.logs(), second.logs()[-3000:]
+    feeder.feed(3_000)
+    for bridge in (first, second):
+        _caught_up(kafka, s, rp, bridge)
+    assert second.terminate() == 0, second.logs()[-3000:]
+    feeder.feed()
+    _caught_up(kafka, s, rp, first)
+    assert first.terminate() == 0, first.logs()[-3000:]
+
+    inputs = {(r.partition, r.offset): orjson.loads(r.value) for r in kafka.read_all(src)}
+    outputs = [orjson.loads(r.value) for r in kafka.read_all(out)]
+    sources = Counter((o["_source_partition"], o["_source_offset"]) for o in outputs)
+    assert [s for s, c in sources.items() if c > 1] == [] and set(sources) == set(inputs)
+    by_key: dict[str, list[int]] = defaultdict(list)
+    for o in outputs:
+        by_key[o["key"]].append(o["count"])
+    reference = Counter(v["customer"] for v in inputs.values())
+    assert {k: sorted(c) for k, c in by_key.items()} == {
+        k: list(range(1, n + 1)) for k, n in reference.items()
+    }
