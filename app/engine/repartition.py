@@ -36,5 +36,6 @@ def prepare_repartition(
     if plan is not None:
         timeout = settings.startup_timeout
         counts = [partition_count(admin, t, timeout) or 1 for t in settings.input_topics]
-        ensure_repartition_topic(admin, plan.topic, max(counts), timeout)
+        partitions = plan.partitions or max(counts)
+        ensure_repartition_topic(admin, plan.topic, partitions, timeout)
     return plan

@@ -47,11 +47,16 @@ class Pipeline:
         return self.then(RecordApply(fn) if record else Apply(fn))
 
     def key_by(
-        self, fn: Callable[[Any], Any], record: bool = False, repartition: bool = True
+        self,
+        fn: Callable[[Any], Any],
+        record: bool = False,
+        repartition: bool = True,
+        partitions: int | None = None,
     ) -> Pipeline:
         """Set the key; before a stateful step the records are regrouped by it through a
-        repartition topic unless ``repartition=False`` (the input is keyed so already)."""
-        return self.then(_apply(fn, record, target="key", name="key_by", repartition=repartition))
+        repartition topic (``partitions``: its count, default the inputs' largest) unless
+        ``repartition=False`` (the input is keyed so already)."""
+        return self.then(_apply(fn, record, "key", "key_by", repartition, partitions))
 
     def route(self, fn: Callable[[Any], str | None], record: bool = False) -> Pipeline:
         """Choose the output topic per record (None = the configured output topic)."""
@@ -123,11 +128,16 @@ class Pipeline:
 
 
 def _apply(
-    fn: Callable[[Any], Any], record: bool, target: str, name: str, repartition: bool = True
+    fn: Callable[[Any], Any],
+    record: bool,
+    target: str,
+    name: str,
+    repartition: bool = True,
+    partitions: int | None = None,
 ) -> Step:
     if record:
-        return RecordApply(fn, target=target, name=name, repartition=repartition)
-    return Apply(fn, target=target, name=name, repartition=repartition)
+        return RecordApply(fn, target, name, repartition=repartition, partitions=partitions)
+    return Apply(fn, target=target, name=name, repartition=repartition, partitions=partitions)
 
 
 class WindowBuilder:

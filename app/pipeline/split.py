@@ -15,6 +15,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from app.errors import ConfigError
 from app.pipeline.stateful.keyed import Dedupe
 from app.pipeline.stateful.kit import Extractor, extractor
 from app.pipeline.steps import Step
@@ -32,6 +33,7 @@ class Regroup:
         step: the name of the step the cut is named after.
         topic: the repartition topic, ``<group>-<step>-repartition``.
         by: the state key when it is not the record key (``dedupe`` by a field), else None.
+        partitions: the topic's partition count (None: the input topics' largest).
     """
 
     head: list[Step]
@@ -39,6 +41,7 @@ class Regroup:
     step: str
     topic: str
     by: Extractor | None = None
+    partitions: int | None = None
 
 
 def repartition_topic_name(group_id: str, step: str) -> str:
@@ -62,13 +65,21 @@ def split(steps: Sequence[Step], group_id: str) -> Regroup | None:
         if not getattr(steps[cut], "repartition", True):
             return None
         name = steps[cut].name
-        topic = repartition_topic_name(group_id, name)
-        return Regroup(list(steps[: cut + 1]), list(steps[cut + 1 :]), name, topic)
+        topic, n = repartition_topic_name(group_id, name), _partitions(steps[cut])
+        return Regroup(list(steps[: cut + 1]), list(steps[cut + 1 :]), name, topic, None, n)
     stateful = steps[first]
     if isinstance(stateful, Dedupe) and stateful.by is not None:
         name = stateful.name
-        topic = repartition_topic_name(group_id, name)
+        topic, by = repartition_topic_name(group_id, name), extractor(stateful.by)
         return Regroup(
-            list(steps[:first]), list(steps[first:]), name, topic, extractor(stateful.by)
+            list(steps[:first]), list(steps[first:]), name, topic, by, _partitions(stateful)
         )
     return None
+
+
+def _partitions(step: Step) -> int | None:
+    """The step's ``partitions`` option, checked: a positive integer or None."""
+    n = getattr(step, "partitions", None)
+    if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < 1):
+        raise ConfigError(f"pipeline step {step.name!r}: partitions must be a positive integer")
+    return n if isinstance(n, int) else None

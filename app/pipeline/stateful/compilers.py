@@ -65,10 +65,14 @@ def _name(opts: dict[str, Any], default: str, where: str) -> str:
 
 def _dedupe_spec(arg: Any, where: str) -> Step:
     """``dedupe: {by: <expression, default key>, ttl: <seconds, default forever>, name}``."""
-    opts = _options(arg, where, {"by", "ttl", "name", "repartition"})
+    opts = _options(arg, where, {"by", "ttl", "name", "repartition", "partitions"})
     by = _row_expr(opts["by"], f"{where}.by") if "by" in opts else None
     name, again = _name(opts, "dedupe", where), opts.get("repartition", True) is not False
-    return _located(where, lambda: Dedupe(ttl=opts.get("ttl"), by=by, name=name, repartition=again))
+    n = opts.get("partitions")
+    return _located(
+        where,
+        lambda: Dedupe(ttl=opts.get("ttl"), by=by, name=name, repartition=again, partitions=n),
+    )
 
 
 def _count_spec(arg: Any, where: str) -> Step:

@@ -62,6 +62,7 @@ class Dedupe:
     name: str = "dedupe"
     stateful: bool = True
     repartition: bool = True  # by a field: regroup by it first (app.pipeline.split)
+    partitions: int | None = None  # of the repartition topic (None: the inputs' largest count)
     _id: Extractor | None = field(default=None, init=False, repr=False)
     _ttl_ms: int | None = field(default=None, init=False, repr=False)
 

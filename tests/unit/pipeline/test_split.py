@@ -55,4 +55,17 @@ def test_topic_names_hold_only_legal_characters() -> None:
 
 def test_an_unknown_key_by_option_is_a_config_error() -> None:
     with pytest.raises(ConfigError):
-        _spec({"key_by": {"by": "region", "partitions": 3}}, "count")
+        _spec({"key_by": {"by": "region", "shards": 3}}, "count")
+
+
+def test_the_partitions_option_sets_the_topics_count() -> None:
+    plan = split(_spec({"key_by": {"by": "region", "partitions": 6}}, "count").steps, "g")
+    assert plan is not None and plan.partitions == 6
+    plan = split(_spec({"dedupe": {"by": "uid", "partitions": 2}}).steps, "g")
+    assert plan is not None and plan.partitions == 2
+    python = Pipeline().key_by(lambda v: v["a"], partitions=5).count()
+    assert (plan := split(python.steps, "g")) is not None and plan.partitions == 5
+    assert (plan := split(_spec({"key_by": "region"}, "count").steps, "g")) is not None
+    assert plan.partitions is None  # the inputs' largest count, at start
+    with pytest.raises(ConfigError, match="partitions must be a positive integer"):
+        split(_spec({"key_by": {"by": "region", "partitions": 0}}, "count").steps, "g")
