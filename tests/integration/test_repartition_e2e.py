@@ -209,3 +209,26 @@ def test_repartition_partitions_move_with_their_state(
     assert {k: sorted(c) for k, c in by_key.items()} == {
         k: list(range(1, n + 1)) for k, n in reference.items()
     }
+
+
+def test_a_dead_letter_from_the_tail_names_the_original_input_record(
+    kafka: KafkaFixture, tmp_path: Path, bridges: Make
+) -> None:
+    """key_by region + count + a route to a missing topic for each region's 3rd record: those
+    become dead letters that name their own input topic, partition and offset (not the hop's)."""
+    route = "  - route: \"'no-such-topic' if count == 3 else None\"\n"
+    s, src, out, rp = _setup(kafka, tmp_path, "steps:\n  - key_by: region\n  - count\n" + route)
+    values, keys = _orders(400, 0, 0)
+    bridge = bridges(**s).start()
+    Feeder(kafka, src, values, keys).feed()
+    _caught_up(kafka, s, rp, bridge)
+    assert bridge.terminate() == 0, bridge.logs()[-3000:]
+    inputs = kafka.read_all(src)
+    region = {(r.partition, r.offset): orjson.loads(r.value)["region"] for r in inputs}
+    named = []
+    for d in kafka.read_all(s["dlq_topic"]):
+        topic, p, o = (d.header(f"eos.dlq.source.{h}") for h in ("topic", "partition", "offset"))
+        assert topic == src.encode(), topic
+        named.append(region[(int(p or -1), int(o or -1))])
+    assert sorted(named) == sorted(REGIONS)  # each region's 3rd record, once
+    assert len(kafka.read_all(out)) == len(inputs) - len(REGIONS)
