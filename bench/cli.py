@@ -37,7 +37,13 @@ from bench.throughput import throughput_run
 from devkit.kafka import LocalKafka
 from devkit.registry import LocalRegistry
 
-INPUTS = {"p1": "bench-in-kv", "p2": "bench-in-kv", "p3": "bench-in-win", "copy": "bench-in-kv"}
+INPUTS = {
+    "p1": "bench-in-kv",
+    "p2": "bench-in-kv",
+    "p2r": "bench-in-kv",
+    "p3": "bench-in-win",
+    "copy": "bench-in-kv",
+}
 INPUT_KEYS = {"bench-in-kv": 100_000, "bench-in-win": 1000}
 AVRO_PIPELINES = ("p1", "p2")  # P3's windows read the record timestamp: JSON only
 # The exactly-once contenders the latency runs compare (issue 34).

@@ -34,6 +34,7 @@ class Probe:
             }
         )
         self._inputs = [TopicPartition(input_topic, p) for p in self._ends]
+        self._group = group
         self._outputs = [TopicPartition(output_topic, p) for p in partitions_of(out, output_topic)]
 
     @property
@@ -67,7 +68,26 @@ class Probe:
         return sum(max(0, tp.offset) for tp in tps)
 
     def caught_up(self) -> bool:
-        return self.committed() >= self.total
+        return self.committed() >= self.total and self._hops_caught_up()
+
+    def _hops_caught_up(self) -> bool:
+        """A regrouping contender's repartition topics (``<group>-…-repartition``: the
+        bridge's and Kafka Streams') committed to their ends too: its outputs come from them."""
+        topics = self._consumer.list_topics(timeout=5).topics
+        hops = [
+            TopicPartition(name, p)
+            for name, meta in topics.items()
+            if name.startswith(f"{self._group}-") and name.endswith("-repartition")
+            for p in meta.partitions
+        ]
+        if not hops:
+            return True
+        try:
+            committed = self._consumer.committed(hops, timeout=5)
+            ends = [self._consumer.get_watermark_offsets(tp, 5, False)[1] for tp in hops]
+        except KafkaException:
+            return False
+        return all(tp.offset >= end for tp, end in zip(committed, ends, strict=True))
 
     def close(self) -> None:
         self._consumer.close()

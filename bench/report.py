@@ -19,6 +19,7 @@ from bench.report_latency import (
 PIPELINE_TITLES = {
     "p1": "P1 filter + map (~200-byte JSON)",
     "p2": "P2 count by key (100k keys)",
+    "p2r": "P2r count by a value field (key_by user: repartitioned; Kafka Streams groupBy)",
     "p3": "P3 tumbling window sum (10 s, 1000 keys)",
     "copy": "bytes passthrough (no parsing)",
 }

@@ -49,11 +49,13 @@ def cmd_check_config(args: argparse.Namespace) -> int:
     """Validate the settings, compile the pipeline and optionally check the topics exist."""
     from confluent_kafka.admin import AdminClient
 
+    from app.engine.repartition import regroup_plan
     from app.engine.wiring import build_pipeline, wanted_topics
     from app.kafka.admin import refuse_compacted_dlq, require_topics
 
     settings = _settings(args)
     pipeline = build_pipeline(settings)
+    plan = regroup_plan(settings, pipeline)  # two clusters: refused here too
     if args.check_topics:
         require_topics(settings, wanted_topics(settings), settings.startup_timeout)
         if settings.on_error == "dlq":
@@ -62,6 +64,8 @@ def cmd_check_config(args: argparse.Namespace) -> int:
     print(json.dumps(settings.masked(), indent=2, default=str))
     topics = ", topics exist" if args.check_topics else ""
     summary = pipeline.describe()
+    if plan is not None:
+        summary += f"; regrouped by step {plan.step!r} through repartition topic {plan.topic}"
     print(f"eos-bridge: configuration ok: {summary}{topics}", file=sys.stderr)
     return 0
 

@@ -33,11 +33,13 @@ from app.commands.connect import DEFAULT_TIMEOUT, add_connection_args
 from app.commands.formats import add_registry_args, as_json, codec
 from app.commands.rerun import comparable, rerun
 from app.commands.settings import settings_epilog
+from app.commands.verify_regrouped import audit_regrouped
 from app.errors import ConfigError
 from app.kafka.admin import require_topics
 from app.kafka.topics import KafkaRecord, read_all
 from app.pipeline.builder import Pipeline, load_pipeline
 from app.pipeline.spec import load_spec
+from app.pipeline.split import Regroup, split
 from app.serde import Role
 from app.serde.json import JSONDecodeError, loads
 from app.sink.output import H_OFFSET, H_PARTITION, H_TOPIC
@@ -175,6 +177,43 @@ def audit_pipeline(
     return report
 
 
+def regrouped(pipeline: Pipeline, args: argparse.Namespace) -> Regroup | None:
+    """The cut of a regrouped pipeline; it needs ``--group`` (its hop is named by it)."""
+    plan = split(pipeline.steps, args.group or "G")
+    if plan is not None and not args.group:
+        raise ConfigError(
+            f"pipeline step {plan.step!r} regroups through a repartition topic: give --group "
+            f"so verify re-runs the rest over <group>-...-repartition as the bridge did"
+        )
+    return plan
+
+
+def _audit_hop(
+    plan: Regroup,
+    conn: TwoClusterSettings,
+    args: argparse.Namespace,
+    inputs: list[KafkaRecord],
+    outputs: list[KafkaRecord],
+    dead: list[KafkaRecord],
+    existing: set[str],
+) -> Report:
+    hop = _read(conn.source().client_config(), [plan.topic], "repartition", args.timeout)
+    hop = _committed_only(conn, args.group, hop, args.timeout)
+    expected, got, dead_expected, twice = audit_regrouped(
+        plan, hop, outputs, args.output[0], existing
+    )
+    report = Report(inputs=len(inputs), outputs=len(outputs), dead_lettered=len(dead))
+    compare(report, expected, got)
+    sources = {s for s in (_source_of(r) for r in dead) if s is not None}
+    report.duplicated += twice
+    report.counts["duplicated"] += len(twice)
+    gone = sorted(dead_expected - sources)
+    report.dead_letter_unknown_source = [f"no dead letter for {s}" for s in gone]
+    report.counts["dead_letter_unknown_source"] = len(gone)
+    report.cut(20)
+    return report
+
+
 def _pipeline(args: argparse.Namespace) -> Pipeline | None:
     if args.pipeline and args.pipeline_spec:
         raise ConfigError("give --pipeline or --pipeline-spec, not both")
@@ -275,8 +314,12 @@ def run(args: argparse.Namespace) -> int:
         record_id = None if pipeline is not None else IdExtractor(args.id_field, args.id_header)
     except ValueError as exc:
         raise ConfigError(f"{exc}, or --pipeline/--pipeline-spec") from None
-    inputs, outputs, dead, existing = _read_topics(args, two_cluster_settings(args))
-    if pipeline is not None:
+    conn = two_cluster_settings(args)
+    inputs, outputs, dead, existing = _read_topics(args, conn)
+    plan = None if pipeline is None else regrouped(pipeline, args)
+    if plan is not None:
+        report = _audit_hop(plan, conn, args, inputs, outputs, dead, existing)
+    elif pipeline is not None:
         report = audit_pipeline(pipeline, inputs, outputs, dead, args.output[0], existing)
     else:
         assert record_id is not None

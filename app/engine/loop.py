@@ -23,6 +23,7 @@ from app.engine.isolation import AFTER_ABORTS, Isolation
 from app.engine.ladder import Ladder
 from app.engine.pipelined import overlap
 from app.engine.rebalance import Rebalancer
+from app.engine.regroup import Regrouper
 from app.engine.transactions import Transactions
 from app.engine.watchdog import Watchdog
 from app.errors import (
@@ -48,7 +49,7 @@ from app.ops.progress import ProgressLog
 from app.pipeline.builder import Pipeline
 from app.pipeline.errors import error_text
 from app.pipeline.record import Failure, Row
-from app.pipeline.steps import StepContext, fuse, reads_value
+from app.pipeline.steps import Step, StepContext, fuse, reads_value
 from app.serde import Formats
 from app.serde import formats as default_formats
 from app.sink.output import Output
@@ -97,9 +98,11 @@ class Bridge:
         formats: Formats | None = None,
         tasks: TaskRouting | None = None,
         isolation: Isolation | None = None,
+        regroup: Regrouper | None = None,
     ) -> None:
         self._consumer = consumer
         self._isolation = isolation or Isolation(loop.isolate_after, loop.batch_size)
+        self._regroup = regroup  # the repartition hop (app.engine.regroup), None: no hop
         self._tasks = tasks  # two clusters: one producer per input partition
         self._txn = txn
         self._output = output
@@ -130,12 +133,12 @@ class Bridge:
         # Pipelines of filters and dict maps, or a count alone, run fused (one pass, no Row
         # objects); a batch with anything unusual falls back to the steps (see
         # app.pipeline.steps.fuse).
-        self._fused = None if not loop.fused else fuse(
+        self._fused = None if not loop.fused or regroup else fuse(
             pipeline.steps, formats, output.fast_path_max_bytes, output.topic_exists,
             self._state_access(),
         )  # fmt: skip
         self._overlap = overlap(
-            checkpoint, wanted=loop.pipelined, exactly_once=txn.exactly_once,
+            checkpoint, wanted=loop.pipelined and not regroup, exactly_once=txn.exactly_once,
             tasks=tasks is not None, per_topic=output.per_topic,
         )  # fmt: skip
 
@@ -289,14 +292,25 @@ class Bridge:
             if done == len(messages):
                 return Transformed(kept, calls)
             messages = messages[done:]  # from the record that needs the general path on
+        hop: list[Row] = []  # the repartition topic's records, for the tail
+        if self._regroup is not None:
+            messages, hop = self._regroup.take(messages)
         rows, failures = self._decode_batch(messages)
         records = len(rows) + len(failures)  # consumer error events are no input records
         ctx = StepContext(retries=self._retries, state=self._state_access())
-        for step in self._pipeline.steps:
-            if not rows:
-                break
-            with self._phase(f"step {step.name!r}", deadline):
-                rows = step(rows, ctx)
+
+        def run(steps: list[Step], rows: list[Row]) -> list[Row]:
+            for step in steps:
+                if not rows:
+                    break
+                with self._phase(f"step {step.name!r}", deadline):
+                    rows = step(rows, ctx)
+            return rows
+
+        if self._regroup is None:
+            rows = run(self._pipeline.steps, rows)
+        else:
+            rows = self._regroup.run(rows, hop, ctx, run)
         return Transformed(kept, calls, records, rows, failures + ctx.failures)
 
     def _emit(self, t: Transformed, deadline: float) -> None:

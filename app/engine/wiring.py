@@ -21,7 +21,9 @@ from app.engine.ladder import Ladder
 from app.engine.loop import Bridge, LoopSettings
 from app.engine.outage import RegistryOutage
 from app.engine.rebalance import Rebalancer
+from app.engine.regroup import Regrouper
 from app.engine.repair import PartitionRepair
+from app.engine.repartition import prepare_repartition, regroup_plan
 from app.engine.stores import offset_store, reset_offset, stuck_after
 from app.engine.tasks import TaskAssignment
 from app.engine.transactions import Transactions
@@ -40,6 +42,7 @@ from app.ops.metrics import Metrics
 from app.ops.resources import client_stats
 from app.pipeline.builder import Pipeline, load_pipeline
 from app.pipeline.spec import load_spec
+from app.pipeline.split import Regroup
 from app.serde import Role
 from app.serde.registry_probe import RegistryProbe, RegistryProbes
 from app.sink.collector import RecordCollector
@@ -154,10 +157,13 @@ def _topic_limits(admin: AdminClient, topics: list[str], timeout: float) -> dict
     return limits
 
 
-def make_state(settings: BridgeSettings, pipeline: Pipeline) -> StateBackend:
+def make_state(
+    settings: BridgeSettings, pipeline: Pipeline, plan: Regroup | None = None
+) -> StateBackend:
+    """Per input partition, or per repartition partition when ``plan`` regroups."""
     if not pipeline.stateful:
         return NoState()
-    return make_backend(settings, pipeline)
+    return make_backend(settings, pipeline, None if plan is None else [plan.topic])
 
 
 def build(
@@ -173,10 +179,10 @@ def build(
     ``replaying``: the input is a dead-letter topic (``eos-bridge dlq replay``)."""
     pipeline = build_pipeline(settings)
     topics, topic_limits, target_admin, keep = preflight(settings, pipeline)
+    plan = prepare_repartition(settings, regroup_plan(settings, pipeline), target_admin)
     batch_limit = min(topic_limits.values(), default=None)
     formats, outage = build_formats(settings, health)
-    common = _producer_common(settings)
-    consumer = _consumer(settings)
+    common, consumer = _producer_common(settings), _consumer(settings)
     collector = RecordCollector(metrics=metrics)  # the producer is bound below
     pconf = _producer_config(settings, pipeline, common, batch_limit, collector)
     stuck = stuck_after(settings)
@@ -206,7 +212,7 @@ def build(
         not_routable=() if settings.cross_cluster else settings.input_topics,
     )  # fmt: skip
     _init_transactions(txn, common, settings.transactional_id)
-    state = make_state(settings, pipeline)
+    state = make_state(settings, pipeline, plan)
     checkpoint = Checkpoint(
         consumer, txn, output, state, metrics,
         interval=settings.commit_interval,
@@ -217,7 +223,8 @@ def build(
     )  # fmt: skip
     return assemble(
         consumer, txn, output, pipeline, state, checkpoint, metrics, health, watchdog,
-        _loop_settings(settings, replaying), formats, reset_offset(settings), outage, tasks,
+        _loop_settings(settings, replaying, plan), formats, reset_offset(settings), outage, tasks,
+        Regrouper(plan, collector) if plan is not None else None,
     )  # fmt: skip
 
 
@@ -243,9 +250,10 @@ def _consumer(settings: BridgeSettings) -> Consumer:
     )  # fmt: skip
 
 
-def _loop_settings(settings: BridgeSettings, replaying: bool) -> LoopSettings:
+def _loop_settings(settings: BridgeSettings, replaying: bool, plan: Regroup | None) -> LoopSettings:
+    hop = [] if plan is None else [plan.topic]  # consumed in the same group
     return LoopSettings(
-        topics=settings.input_topics, instance_id=settings.instance_id,
+        topics=settings.input_topics + hop, instance_id=settings.instance_id,
         batch_size=settings.batch_size, poll_timeout=settings.poll_timeout,
         retries=settings.record_retries, dead_letter=settings.on_error == "dlq",
         fused=not replaying, pipelined=settings.pipelined_commit,
@@ -268,6 +276,7 @@ def assemble(
     reset_offset: int = OFFSET_BEGINNING,
     outage: RegistryOutage | None = None,
     tasks: TaskAssignment | None = None,
+    regroup: Regrouper | None = None,
 ) -> Bridge:
     """The engine's own collaborators around built clients: the hooks of the transaction
     owner, the ladder, the repairs and the rebalancer, then the loop (the unit tests' rigs
@@ -287,6 +296,7 @@ def assemble(
     bridge = Bridge(
         consumer, txn, output, pipeline, state, checkpoint, rebalancer, ladder, metrics, health,
         watchdog, loop, formats, tasks.producers if tasks is not None else None, isolation,
+        regroup,
     )  # fmt: skip
     if outage is not None:
         outage.stop_when(lambda: bridge.stopping)

@@ -47,9 +47,17 @@ class Pipeline:
         """Replace the value; None drops the record, a list fans out."""
         return self.then(RecordApply(fn) if record else Apply(fn))
 
-    def key_by(self, fn: Callable[[Any], Any], record: bool = False) -> Pipeline:
-        """Set the output key."""
-        return self.then(_apply(fn, record, target="key", name="key_by"))
+    def key_by(
+        self,
+        fn: Callable[[Any], Any],
+        record: bool = False,
+        repartition: bool = True,
+        partitions: int | None = None,
+    ) -> Pipeline:
+        """Set the key; before a stateful step the records are regrouped by it through a
+        repartition topic (``partitions``: its count, default the inputs' largest) unless
+        ``repartition=False`` (the input is keyed so already)."""
+        return self.then(_apply(fn, record, "key", "key_by", repartition, partitions))
 
     def route(self, fn: Callable[[Any], str | None], record: bool = False) -> Pipeline:
         """Choose the output topic per record (None = the configured output topic)."""
@@ -69,13 +77,18 @@ class Pipeline:
         ttl: float | None = None,
         name: str = "dedupe",
         max_event_time_skew: float | None = None,
+        repartition: bool = True,
     ) -> Pipeline:
-        """Drop repeats of an id (field name or function of the value; default the key).
+        """Drop repeats of an id (field name or function of the value; default the key); by
+        a field, the records are regrouped by it first unless ``repartition=False``.
 
         With a ``ttl``, a record timestamp more than ``max_event_time_skew`` seconds (default:
         the smaller of one day and ``ttl``) ahead of the bridge's clock is dead-lettered
         (``InvalidEventTime``)."""
-        return self.then(Dedupe(ttl, by, name, max_event_time_skew))
+        skew = max_event_time_skew
+        return self.then(
+            Dedupe(ttl=ttl, by=by, name=name, max_event_time_skew=skew, repartition=repartition)
+        )
 
     def count(self, name: str = "count") -> Pipeline:
         """Count per key; emits ``{"key", "count", "_source_*"}`` per input."""
@@ -123,10 +136,17 @@ class Pipeline:
         return len(self.steps)
 
 
-def _apply(fn: Callable[[Any], Any], record: bool, target: str, name: str) -> Step:
+def _apply(
+    fn: Callable[[Any], Any],
+    record: bool,
+    target: str,
+    name: str,
+    repartition: bool = True,
+    partitions: int | None = None,
+) -> Step:
     if record:
-        return RecordApply(fn, target=target, name=name)
-    return Apply(fn, target=target, name=name)
+        return RecordApply(fn, target, name, repartition=repartition, partitions=partitions)
+    return Apply(fn, target=target, name=name, repartition=repartition, partitions=partitions)
 
 
 class WindowBuilder:

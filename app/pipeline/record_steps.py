@@ -84,6 +84,8 @@ class RecordApply:
     target: str = "value"
     name: str = "map"
     stateful: bool = False
+    repartition: bool = True  # key_by before a stateful step: regroup (app.pipeline.split)
+    partitions: int | None = None  # of the repartition topic (None: the inputs' largest count)
 
     def __call__(self, rows: list[Row], ctx: StepContext) -> list[Row]:
         fn = self.fn

@@ -143,8 +143,16 @@ def _drop(arg: Any, where: str) -> Step:
 
 @step_compiler("key_by")
 def _key_by(arg: Any, where: str) -> Step:
+    """``key_by: <expression>``, or ``key_by: {by: <expression>, repartition: false}`` (or
+    ``partitions: N``: of the repartition topic, default the inputs' largest count)."""
+    again, n = True, None
+    if isinstance(arg, dict) and set(arg) <= {"by", "repartition", "partitions"} and "by" in arg:
+        again, n, arg = arg.get("repartition", True) is not False, arg.get("partitions"), arg["by"]
     expr = row_expression(_source(arg, where), where)
-    return _RowApply(expr, target="key", name=where, spec_part=SpecPart("key_by", arg, where))
+    part = SpecPart("key_by", arg, where)
+    return _RowApply(
+        expr, target="key", name=where, repartition=again, partitions=n, spec_part=part
+    )
 
 
 @step_compiler("route")

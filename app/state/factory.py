@@ -60,7 +60,9 @@ def state_root(settings: BridgeSettings) -> Path:
     return settings.state_dir / settings.group_id
 
 
-def make_backend(settings: BridgeSettings, pipeline: StepList) -> StateBackend:
+def make_backend(
+    settings: BridgeSettings, pipeline: StepList, topics: Sequence[str] | None = None
+) -> StateBackend:
     """The backend for ``pipeline``: :class:`NoState` when it keeps no state.
 
     Creates the changelog topics (or checks them) and locks the state directory; does not
@@ -69,6 +71,8 @@ def make_backend(settings: BridgeSettings, pipeline: StepList) -> StateBackend:
     Args:
         settings: the bridge settings (state_dir, group_id, cache cap, Kafka clients).
         pipeline: the compiled pipeline.
+        topics: the topics whose partitions hold state (default the input topics; a
+            regrouped pipeline's: its repartition topic).
 
     Raises:
         ConfigError: bad store names, unusable changelog topics, or a state_dir in use.
@@ -86,7 +90,7 @@ def make_backend(settings: BridgeSettings, pipeline: StepList) -> StateBackend:
     admin = AdminClient(common)
     inputs = _source_admin(settings) if settings.cross_cluster else admin
     changelogs, specs = {}, []
-    for topic in settings.input_topics:
+    for topic in settings.input_topics if topics is None else topics:
         partitions = _partition_count(inputs, topic, settings.startup_timeout)
         for store in stores:
             with changelog_errors():

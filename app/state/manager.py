@@ -54,6 +54,8 @@ class RocksDBState:
         self._root = root
         self._changelogs = changelogs
         self._stores = sorted({store for store, _ in changelogs})
+        # Partitions of other topics hold no state (a regrouped pipeline's inputs).
+        self._topics = {topic for _, topic in changelogs}
         self._budget = CacheBudget(cache_max_bytes)
         self._reads = CacheBudget(cache_max_bytes)  # committed values kept for reading
         self._restorer = restorer
@@ -89,7 +91,7 @@ class RocksDBState:
 
     def assign(self, partitions: list[TopicPartitionKey]) -> None:
         for tp in partitions:
-            if tp not in self._open:
+            if tp not in self._open and tp[0] in self._topics:
                 self._pending.add(tp)
 
     def revoke(self, partitions: list[TopicPartitionKey]) -> None:
@@ -241,7 +243,7 @@ class RocksDBState:
     # ---- closing ---------------------------------------------------------------------------
 
     def _close_partitions(self, partitions: list[TopicPartitionKey], discard: bool) -> None:
-        gone = set(partitions)
+        gone = {tp for tp in partitions if tp[0] in self._topics}
         changelog_partitions = {
             (self._changelogs[(s, t)], p) for t, p in gone for s in self._stores
         }

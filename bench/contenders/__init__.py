@@ -17,6 +17,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 QUIX_VENV = REPO / ".venv-quix"
 COPY = "copy"  # the bytes passthrough pipeline
+REGROUPED = "p2r"  # P2 by a value field: through a repartition topic
 
 
 def quix_python() -> Path:
@@ -69,6 +70,9 @@ class Contender:
         and the raw copy; a cross-cluster one only P1 and ``copy``; the rest everything."""
         if self.kind == "mm2":  # copies bytes, transforms nothing
             return pipeline == COPY
+        if pipeline == REGROUPED:  # the bridge's Python pipeline and Kafka Streams' groupBy
+            plain = self.fmt == "json" and not (self.spec or self.xcluster or self.extra)
+            return self.kind == "kstreams" or (self.kind == "bridge" and plain)
         if self.fmt != "json":  # Avro: P1 and P2 (P3's windows read the record timestamp)
             return pipeline in ("p1", "p2")
         if self.xcluster:

@@ -197,6 +197,8 @@ def bridge_acls(
         *((ResourceType.TOPIC, t, literal, op) for t in inputs for op in _READ_TOPIC),
         *((ResourceType.TOPIC, t, literal, op) for t in outputs for op in _WRITE_TOPIC),
         *((ResourceType.TOPIC, f"changelog__{group}--", prefixed, op) for op in _CHANGELOG),
+        # repartition topics <group>-<step>-repartition (regrouped pipelines)
+        *((ResourceType.TOPIC, f"{group}-", prefixed, op) for op in _CHANGELOG),
         (ResourceType.GROUP, group, literal, AclOperation.READ),
         (ResourceType.TRANSACTIONAL_ID, transactional_id_prefix, prefixed, AclOperation.WRITE),
         (ResourceType.TRANSACTIONAL_ID, transactional_id_prefix, prefixed, AclOperation.DESCRIBE),

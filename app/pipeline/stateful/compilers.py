@@ -65,12 +65,24 @@ def _name(opts: dict[str, Any], default: str, where: str) -> str:
 
 def _dedupe_spec(arg: Any, where: str) -> Step:
     """``dedupe: {by: <expression, default key>, ttl: <seconds, default forever>, name,
-    max_event_time_skew: <seconds, default min(one day, ttl)>}``."""
-    opts = _options(arg, where, {"by", "ttl", "name", "max_event_time_skew"})
+    max_event_time_skew: <seconds, default min(one day, ttl)>, repartition, partitions}``."""
+    opts = _options(
+        arg, where, {"by", "ttl", "name", "repartition", "partitions", "max_event_time_skew"}
+    )
     by = _row_expr(opts["by"], f"{where}.by") if "by" in opts else None
-    name = _name(opts, "dedupe", where)
-    skew = opts.get("max_event_time_skew")
-    return _located(where, lambda: Dedupe(opts.get("ttl"), by, name, skew))
+    name, again = _name(opts, "dedupe", where), opts.get("repartition", True) is not False
+    n, skew = opts.get("partitions"), opts.get("max_event_time_skew")
+    return _located(
+        where,
+        lambda: Dedupe(
+            ttl=opts.get("ttl"),
+            by=by,
+            name=name,
+            max_event_time_skew=skew,
+            repartition=again,
+            partitions=n,
+        ),
+    )
 
 
 def _count_spec(arg: Any, where: str) -> Step:

@@ -71,6 +71,8 @@ class Dedupe:
     max_event_time_skew: float | None = None
     clock: Callable[[], float] = field(default=time.time, repr=False, compare=False)
     stateful: bool = True
+    repartition: bool = True  # by a field: regroup by it first (app.pipeline.split)
+    partitions: int | None = None  # of the repartition topic (None: the inputs' largest count)
     _id: Extractor | None = field(default=None, init=False, repr=False)
     _ttl_ms: int | None = field(default=None, init=False, repr=False)
     _skew_ms: int | None = field(default=None, init=False, repr=False)

@@ -544,3 +544,15 @@ def test_the_block_cache_holds_what_state_block_cache_bytes_allows(tmp_path: Pat
         assert used > 1024 * 1024  # the larger cap was used: 2 MB of values were read
     finally:
         set_block_cache(64 * 1024 * 1024)
+
+
+def test_partitions_of_topics_without_changelogs_hold_no_state(tmp_path: Path) -> None:
+    """A regrouped pipeline's input partitions are assigned beside the repartition topic's:
+    only the latter are restored and hold state (docs/state.md, Regrouping)."""
+    state = backend(tmp_path)  # changelogs of topic "in" only
+    state.assign([("orders", 0), ("orders", 1), ("in", 0)])
+    assert state.pending_recovery() == [("in", 0)]
+    state.revoke([("orders", 0)])
+    state.lost([("orders", 1)])
+    assert state.pending_recovery() == [("in", 0)]
+    state.close()

@@ -64,8 +64,8 @@ public final class StreamsBench {
   public static void main(String[] argv) throws Exception {
     Map<String, String> args = parse(argv);
     String pipeline = args.get("--pipeline");
-    if (!List.of("p1", "p2", "p3").contains(pipeline)) {
-      System.err.println("--pipeline must be p1, p2 or p3, not " + pipeline);
+    if (!List.of("p1", "p2", "p2r", "p3").contains(pipeline)) {
+      System.err.println("--pipeline must be p1, p2, p2r or p3, not " + pipeline);
       System.exit(2);
     }
     long warmup = Long.parseLong(args.getOrDefault("--warmup-records", "0"));
@@ -183,6 +183,14 @@ public final class StreamsBench {
                     return v;
                   })
               .groupByKey(Grouped.with(Serdes.String(), Serdes.ByteArray()))
+              .count(Materialized.<String, Long, KeyValueStore<Bytes, byte[]>>as("count"))
+              .toStream()
+              .processValues(CountOutput::new)
+              .to(output, produced);
+      case "p2r" -> // by a value field: groupBy repartitions through a topic
+          in.groupBy(
+                  (k, v) -> read(v).get("user").asText(),
+                  Grouped.with(Serdes.String(), Serdes.ByteArray()))
               .count(Materialized.<String, Long, KeyValueStore<Bytes, byte[]>>as("count"))
               .toStream()
               .processValues(CountOutput::new)
