@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException
 
+from app.engine.atomic import Atomic, first_stateful, run_steps
 from app.engine.batches import Transformed, by_partition, replay, run_fused
 from app.engine.checkpoint import Checkpoint
 from app.engine.ladder import Ladder
@@ -117,6 +119,10 @@ class Bridge:
         self._decode_key = None if formats.key_in.name == "bytes" else formats.key_in.decode
         self._rebalancer = rebalancer
         self._ladder = ladder
+        # A stateful pipeline's batches: a failed record leaves no trace (app.engine.atomic).
+        self._atomic = None
+        if first_stateful(pipeline.steps) is not None and self._state_access() is not None:
+            self._atomic = Atomic(pipeline.steps, output, self._decode_batch, loop.retries)
         self._progress = ProgressLog(consumer, metrics)
         self._lag = LagReport(consumer, metrics)
         self.stopping = False
@@ -280,12 +286,13 @@ class Bridge:
             messages = messages[done:]  # from the record that needs the general path on
         rows, failures = self._decode_batch(messages)
         records = len(rows) + len(failures)  # consumer error events are no input records
-        ctx = StepContext(retries=self._retries, state=self._state_access())
-        for step in self._pipeline.steps:
-            if not rows:
-                break
-            with self._phase(f"step {step.name!r}", deadline):
-                rows = step(rows, ctx)
+        phase = self._phases(deadline)
+        state = self._state_access()
+        if self._atomic is not None and state is not None:
+            rows, failed, undo = self._atomic.transform(messages, rows, state, phase)
+            return Transformed(kept, calls, records, rows, failures + failed, undo)
+        ctx = StepContext(retries=self._retries, state=state)
+        rows, _ = run_steps(self._pipeline.steps, rows, ctx, phase, None)
         return Transformed(kept, calls, records, rows, failures + ctx.failures)
 
     def _emit(self, t: Transformed, deadline: float) -> None:
@@ -295,14 +302,20 @@ class Bridge:
         self._metrics.records_in.inc(t.fused)
         if t.rows is None:
             return
-        with self._phase("output", deadline):
-            unsent = self._output.send(t.rows)
-        for failure in t.failures + unsent:
+        if t.undo is not None and self._atomic is not None:
+            failures = self._atomic.emit(t.rows, t.failures, t.undo, self._phases(deadline))
+        else:
+            with self._phase("output", deadline):
+                failures = t.failures + self._output.send(t.rows)
+        for failure in failures:
             self._fail(failure)
         self._metrics.records_in.inc(t.records)
 
     def _phase(self, what: str, deadline: float) -> AbstractContextManager[None]:
         return self._watchdog.guard(what, deadline - time.monotonic(), "", _TXN_DEADLINE)
+
+    def _phases(self, deadline: float) -> Callable[[str], AbstractContextManager[None]]:
+        return lambda what: self._phase(what, deadline)
 
     def _decode_batch(self, messages: list[Message]) -> tuple[list[Row], list[Failure]]:
         rows: list[Row] = []

@@ -114,11 +114,13 @@ class Output:
         """Records the broker refused (kept by the collector, dead-lettered here on replay)."""
         return self.collector.refusals
 
-    def send(self, rows: list[Row]) -> list[Failure]:
+    def send(self, rows: list[Row], stop: bool = False) -> list[Failure]:
         """Produce ``rows``; returns those that cannot be written (route, encoding, size).
 
         The hot path of the general path: a row without a route, a key or headers costs one
-        encode call and one produce call.
+        encode call and one produce call. ``stop``: produce nothing after the first row that
+        cannot be written (a stateful batch, :mod:`app.engine.atomic`); the rows before it
+        were produced.
         """
         failures: list[Failure] = []
         send, check_refused = self.collector.send, self.refusals.pending
@@ -126,6 +128,8 @@ class Output:
         limits, routed_limit = self._output_limits, self._routed_limit
         encode, encode_key = self.value_codec.encode, self.key_codec.encode
         for row in rows:
+            if failures and stop:
+                break
             topic, key, partition = row.topic, row.key, -1
             if topic is None:
                 topic = default if defaults is None else defaults.get(row.source_topic, default)
