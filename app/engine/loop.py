@@ -51,6 +51,7 @@ from app.pipeline.record import Failure, Row
 from app.pipeline.steps import StepContext, fuse, reads_value
 from app.serde import Formats
 from app.serde import formats as default_formats
+from app.serde.json import verbatim
 from app.sink.output import Output
 from app.state.access import StateAccess
 from app.state.backend import StateBackend
@@ -113,9 +114,7 @@ class Bridge:
         self._retries = loop.retries
         self._dead_letter = loop.dead_letter
         formats = formats or default_formats()
-        # A pipeline whose first step ignores the value (count by key) does not decode it.
-        reads = reads_value(pipeline.steps)
-        self._decode = formats.value_in.decode if reads and formats.value_in.structured else None
+        self._decode = _value_decoder(pipeline, formats)
         self._decode_key = None if formats.key_in.name == "bytes" else formats.key_in.decode
         self._rebalancer = rebalancer
         self._ladder = ladder
@@ -377,3 +376,17 @@ class Bridge:
     def _state_access(self) -> StateAccess | None:
         access: StateAccess | None = getattr(self._state, "access", None)
         return access
+
+
+def _value_decoder(
+    pipeline: Pipeline, formats: Formats
+) -> Callable[[bytes | None, str], Any] | None:
+    """How input values are decoded: not at all when the first step ignores them (count by
+    key); checked and kept as they are when there is no step, JSON in and out."""
+    if not pipeline.steps:
+        checked = verbatim(formats.value_in, formats.value_out)
+        if checked is not None:
+            return checked
+    if reads_value(pipeline.steps) and formats.value_in.structured:
+        return formats.value_in.decode
+    return None

@@ -20,6 +20,7 @@ from app.errors import (
 from app.pipeline.errors import InvalidRoute, UnknownRouteTopic
 from app.pipeline.record import Failure, Row, header_bytes
 from app.serde import BytesCodec, Codec, JsonCodec
+from app.serde.json import LONG_INTEGER, rewritten
 from app.sink.collector import RecordCollector
 from app.sink.deadletters import DeadLetters
 from app.sink.fitting import H_VALUE_DROPPED as H_VALUE_DROPPED
@@ -35,6 +36,7 @@ H_OFFSET = "eos.dlq.source.offset"
 H_CLASS = "eos.dlq.error.class"
 H_MESSAGE = "eos.dlq.error.message"
 H_STEP = "eos.dlq.error.step"
+_LONG = OutputNotEncodable(f"cannot be encoded as JSON: {LONG_INTEGER}")
 
 
 class Output:
@@ -79,6 +81,8 @@ class Output:
         self.collector = collector
         self.value_codec = value_codec or JsonCodec()
         self.key_codec = key_codec or BytesCodec(lenient=True)
+        inline = self.value_codec.inline  # JSON output: a decoded big integer is refused
+        self._check_long = inline is not None and inline.json
         if isinstance(default_topic, str):
             self._default_topic, self._defaults = default_topic, None
         else:  # input topic → output topic
@@ -127,6 +131,7 @@ class Output:
         default, defaults, keep = self._default_topic, self._defaults, self._keep_partition
         limits, routed_limit = self._output_limits, self._routed_limit
         encode, encode_key = self.value_codec.encode, self.key_codec.encode
+        check_long = self._check_long
         for row in rows:
             if failures and stop:
                 break
@@ -147,6 +152,9 @@ class Output:
                     key = encode_key(key, topic)
             except OutputNotEncodable as exc:
                 failures.append(Failure(row, "output", _located(row, what, exc)))
+                continue
+            if check_long and payload and rewritten(payload, row.value, row.raw):
+                failures.append(Failure(row, "output", _located(row, "value", _LONG)))
                 continue
             size = len(payload or b"") + len(key or b"")
             if row.headers:
