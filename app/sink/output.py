@@ -81,7 +81,9 @@ class Output:
         self.collector = collector
         self.value_codec = value_codec or JsonCodec()
         self.key_codec = key_codec or BytesCodec(lenient=True)
-        inline = self.value_codec.inline  # JSON output: a decoded big integer is refused
+        # JSON output: a decoded big integer is refused (one find of "+" per row, and a closer
+        # look only then: app.serde.json.rewritten)
+        inline = self.value_codec.inline
         self._check_long = inline is not None and inline.json
         if isinstance(default_topic, str):
             self._default_topic, self._defaults = default_topic, None
@@ -153,7 +155,12 @@ class Output:
             except OutputNotEncodable as exc:
                 failures.append(Failure(row, "output", _located(row, what, exc)))
                 continue
-            if check_long and payload and rewritten(payload, row.value, row.raw):
+            if (
+                check_long
+                and payload
+                and payload.find(b"+") >= 0
+                and rewritten(payload, row.value, row.raw)
+            ):
                 failures.append(Failure(row, "output", _located(row, "value", _LONG)))
                 continue
             size = len(payload or b"") + len(key or b"")
