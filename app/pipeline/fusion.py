@@ -127,6 +127,7 @@ def fused_loop(
     epilogue: tuple[str, ...] = (),
     check_nan: bool = False,
     encode: str | None = None,
+    input_numbers: bool = True,
 ) -> FusedBatch:
     """The one fused loop: decode-free ``body`` lines (they start from ``m``, leave the value in
     ``v`` and the key in ``k``), then encode, size check, ``accept`` lines and produce: the
@@ -134,10 +135,11 @@ def fused_loop(
     partition, -1 for the partitioner's choice). ``epilogue`` runs however the loop ends (a
     stateful step stores what it counted there). ``check_nan``: the body may make NaN/inf,
     which a JSON encoder would write as null. ``encode``: the payload's expression instead of
-    the codec's (it may be None: a tombstone)."""
+    the codec's (it may be None: a tombstone). ``input_numbers``: the output may carry numbers
+    of the input, so one that orjson rewrote is looked for (:func:`app.serde.json.rewritten`)."""
     checks = ""
     inline_out = formats.value_out.inline
-    if inline_out is not None and inline_out.json and encode is None:
+    if input_numbers and inline_out is not None and inline_out.json and encode is None:
         # a decoded integer beyond 64 bits (a float now): the general path refuses it
         checks = f"{_INDENT}    if payload.find(b'+') >= 0 and rewritten(payload, v, m.value()):\n"
         checks += f"{_INDENT}        {_BAIL}\n"
