@@ -8,6 +8,7 @@ from typing import Any
 
 from confluent_kafka import KafkaException
 
+from app.engine.atomic import Undo
 from app.kafka.ports import Message
 from app.pipeline.fusion import FusedBatch
 from app.pipeline.record import Failure, Row
@@ -18,13 +19,14 @@ from app.sink.output import Output
 class Transformed:
     """A batch after the pipeline, before the output: ``fused`` records handled by the fused
     loop whose produce calls were kept in ``calls`` (not counted yet), then ``records`` more
-    as ``rows`` and ``failures``."""
+    as ``rows`` and ``failures`` (with ``undo``, produced all or none)."""
 
     fused: int
     calls: list[tuple[Any, ...]] | None
     records: int = 0
     rows: list[Row] | None = None  # None: the general path did not run
     failures: list[Failure] = field(default_factory=list)
+    undo: Undo | None = None  # a stateful pipeline's batch (app.engine.atomic)
 
 
 def run_fused(

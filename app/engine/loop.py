@@ -11,14 +11,17 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any
 
-from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka import KafkaException
 
+from app.engine.atomic import Atomic, run_steps
 from app.engine.batches import Transformed, by_partition, replay, run_fused
 from app.engine.checkpoint import Checkpoint
+from app.engine.decoding import BatchDecoder
 from app.engine.isolation import AFTER_ABORTS, Isolation
 from app.engine.ladder import Ladder
 from app.engine.pipelined import overlap
@@ -28,18 +31,8 @@ from app.engine.transactions import Transactions
 from app.engine.watchdog import Watchdog
 from app.errors import (
     BridgeError,
-    DeserializationError,
-    InstanceFenced,
-    KafkaFatalError,
-    OffsetsUnfetched,
     RecordError,
     forget_frames,
-)
-from app.kafka.errors import (
-    Reaction,
-    classify_consumer,
-    describe,
-    offsets_unfetched,
 )
 from app.kafka.ports import ConsumerPort, Message, TaskRouting
 from app.ops.health import Health
@@ -48,8 +41,8 @@ from app.ops.metrics import Metrics
 from app.ops.progress import ProgressLog
 from app.pipeline.builder import Pipeline
 from app.pipeline.errors import error_text
-from app.pipeline.record import Failure, Row
-from app.pipeline.steps import Step, StepContext, fuse, reads_value
+from app.pipeline.record import Failure
+from app.pipeline.steps import StepContext, fuse
 from app.serde import Formats
 from app.serde import formats as default_formats
 from app.sink.output import Output
@@ -119,23 +112,23 @@ class Bridge:
         self._retries = loop.retries
         self._dead_letter = loop.dead_letter
         formats = formats or default_formats()
-        # A pipeline whose first step ignores the value (count by key) does not decode it.
-        reads = reads_value(pipeline.steps)
-        self._decode = formats.value_in.decode if reads and formats.value_in.structured else None
-        self._decode_key = None if formats.key_in.name == "bytes" else formats.key_in.decode
+        self._decode_batch = BatchDecoder.of(pipeline, formats, loop.instance_id)
         self._rebalancer = rebalancer
         self._ladder = ladder
+        # What runs on the decoded rows: a regrouped pipeline's tail (the head: _transform).
+        self._steps = pipeline.steps if regroup is None else regroup.plan.tail
+        # A stateful pipeline's batches: a failed record leaves no trace (app.engine.atomic).
+        decode, access = self._decode_batch if regroup is None else regroup.decode, state.access
+        self._atomic = Atomic.of(self._steps, access, output, decode, loop, regroup)
         self._progress = ProgressLog(consumer, metrics)
         self._lag = LagReport(
             consumer, metrics, committed=checkpoint.committed_positions, waiting=health.waiting
         )  # from committed positions: an abort loop keeps its lag (and fails /livez)
         self.stopping = False
         # Pipelines of filters and dict maps, or a count alone, run fused (one pass, no Row
-        # objects); a batch with anything unusual falls back to the steps (see
-        # app.pipeline.steps.fuse).
+        # objects); a batch with anything unusual falls back to the steps (steps.fuse).
         self._fused = None if not loop.fused or regroup else fuse(
-            pipeline.steps, formats, output.fast_path_max_bytes, output.topic_exists,
-            self._state_access(),
+            pipeline.steps, formats, output.fast_path_max_bytes, output.topic_exists, access,
         )  # fmt: skip
         self._overlap = overlap(
             checkpoint, wanted=loop.pipelined and not regroup, exactly_once=txn.exactly_once,
@@ -292,25 +285,26 @@ class Bridge:
             if done == len(messages):
                 return Transformed(kept, calls)
             messages = messages[done:]  # from the record that needs the general path on
-        hop: list[Row] = []  # the repartition topic's records, for the tail
+        hop: list[Message] = []  # the repartition topic's records, for the tail
         if self._regroup is not None:
-            messages, hop = self._regroup.take(messages)
+            messages, hop = self._regroup.split(messages)
         rows, failures = self._decode_batch(messages)
         records = len(rows) + len(failures)  # consumer error events are no input records
-        ctx = StepContext(retries=self._retries, state=self._state_access())
-
-        def run(steps: list[Step], rows: list[Row]) -> list[Row]:
-            for step in steps:
-                if not rows:
-                    break
-                with self._phase(f"step {step.name!r}", deadline):
-                    rows = step(rows, ctx)
-            return rows
-
-        if self._regroup is None:
-            rows = run(self._pipeline.steps, rows)
-        else:
-            rows = self._regroup.run(rows, hop, ctx, run)
+        phase, state, regroup = self._phases(deadline), self._state_access(), self._regroup
+        if regroup is not None:  # the head now, forwarded to the hop; the tail below
+            head = StepContext(retries=self._retries, state=state)
+            forward, _ = run_steps(regroup.plan.head, rows, head, phase, None)
+            regroup.forward(forward, head)
+            failures += head.failures
+            rows, _ = regroup.decode(hop)
+            messages = hop
+        if self._atomic is not None and state is not None:
+            rows, failed, undo = self._atomic.transform(messages, rows, state, phase)
+            return Transformed(kept, calls, records, rows, failures + failed, undo)
+        ctx = StepContext(retries=self._retries, state=state)
+        rows, _ = run_steps(self._steps, rows, ctx, phase, None)
+        if regroup is not None:
+            regroup.restore(rows, ctx.failures)
         return Transformed(kept, calls, records, rows, failures + ctx.failures)
 
     def _emit(self, t: Transformed, deadline: float) -> None:
@@ -320,46 +314,20 @@ class Bridge:
         self._metrics.records_in.inc(t.fused)
         if t.rows is None:
             return
-        with self._phase("output", deadline):
-            unsent = self._output.send(t.rows)
-        for failure in t.failures + unsent:
+        if t.undo is not None and self._atomic is not None:
+            failures = self._atomic.emit(t.rows, t.failures, t.undo, self._phases(deadline))
+        else:
+            with self._phase("output", deadline):
+                failures = t.failures + self._output.send(t.rows)
+        for failure in failures:
             self._fail(failure)
         self._metrics.records_in.inc(t.records)
 
     def _phase(self, what: str, deadline: float) -> AbstractContextManager[None]:
         return self._watchdog.guard(what, deadline - time.monotonic(), "", _TXN_DEADLINE)
 
-    def _decode_batch(self, messages: list[Message]) -> tuple[list[Row], list[Failure]]:
-        rows: list[Row] = []
-        failures: list[Failure] = []
-        decode, decode_key = self._decode, self._decode_key
-        for m in messages:
-            err = m.error()
-            if err is not None:
-                self._consumer_error(err)
-                continue
-            raw = m.value()
-            row = Row(
-                raw,
-                m.key(),
-                m.headers(),
-                m.topic(),
-                m.partition(),
-                m.offset(),
-                m.timestamp()[1],
-                raw,
-            )
-            try:
-                if decode is not None:
-                    row.value = decode(raw, row.source_topic)
-                if decode_key is not None:
-                    row.key = decode_key(row.key, row.source_topic)
-            except DeserializationError as exc:
-                where = f"{row.source_topic}[{row.partition}]@{row.offset}"
-                failures.append(Failure(row, "deserialize", type(exc)(f"{where}: {exc}")))
-                continue
-            rows.append(row)
-        return rows, failures
+    def _phases(self, deadline: float) -> Callable[[str], AbstractContextManager[None]]:
+        return lambda what: self._phase(what, deadline)
 
     def _fail(self, failure: Failure) -> None:
         row = failure.row
@@ -370,21 +338,6 @@ class Bridge:
                 f"{type(failure.error).__name__}: {error_text(failure.error)} (on_error=fail)"
             )
         self._output.dead_letter(failure)  # logged once per checkpoint (app.sink.deadletters)
-
-    def _consumer_error(self, err: KafkaError) -> None:
-        reaction = classify_consumer(err)
-        if reaction is Reaction.INSTANCE_FENCED:
-            raise InstanceFenced(
-                f"the group coordinator fenced instance_id={self._instance_id!r} "
-                f"(group.instance.id): another live instance uses the same id, or, after a "
-                f"coordinator failover, this instance's own earlier membership ({describe(err)}). "
-                f"If it repeats, give every instance its own BRIDGE_INSTANCE_ID"
-            )
-        if reaction is Reaction.FATAL:
-            raise KafkaFatalError(f"consumer: {describe(err)}")
-        if offsets_unfetched(err):  # librdkafka does not retry this one (#5586)
-            raise OffsetsUnfetched(f"consumer: {describe(err)}")
-        log.warning("consumer error (librdkafka retries): %s", describe(err))
 
     def _state_access(self) -> StateAccess | None:
         access: StateAccess | None = getattr(self._state, "access", None)

@@ -1,19 +1,18 @@
 """The repartition hop at run time (the plan is :mod:`app.pipeline.split`'s).
 
 Per batch: the records of the repartition topic are taken out before decoding
-(:meth:`Regrouper.take`); the head runs on the input records and its rows are produced to the
-repartition topic inside the open transaction (:meth:`Regrouper.forward`), keyed by the state
-key, with the input's timestamp; the tail runs on the repartition records. State, changelogs
-and stream time are those of the repartition partitions (the tail's rows come from there), and
-the consumer's positions, committed in the same transaction, include them: read_committed
-consumption of the hop keeps the pipeline exactly once. Before output, each tail row is given
-back the input record it came from (:meth:`Regrouper.restore`), for ``_source_*`` fields,
-output headers and dead letters.
+(:meth:`Regrouper.split`, :meth:`Regrouper.decode`); the head runs on the input records and its
+rows are produced to the repartition topic inside the open transaction
+(:meth:`Regrouper.forward`), keyed by the state key, with the input's timestamp; the tail runs
+on the repartition records. State, changelogs and stream time are those of the repartition
+partitions (the tail's rows come from there), and the consumer's positions, committed in the
+same transaction, include them: read_committed consumption of the hop keeps the pipeline
+exactly once. Before output, each tail row is given back the input record it came from
+(:meth:`Regrouper.restore`), for ``_source_*`` fields, output headers and dead letters.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import orjson
@@ -23,7 +22,7 @@ from app.kafka.ports import Message
 from app.pipeline.record import Failure, Row
 from app.pipeline.split import Regroup
 from app.pipeline.stateful.kit import SOURCE_OFFSET, SOURCE_PARTITION, SOURCE_TOPIC
-from app.pipeline.steps import Step, StepContext
+from app.pipeline.steps import StepContext
 from app.sink.collector import RecordCollector
 
 # Headers of a repartition record (stripped again before the tail).
@@ -63,18 +62,24 @@ class Regrouper:
         # (partition, offset) of this batch's repartition records → their input record
         self._origins: dict[tuple[int, int], tuple[str, int, int]] = {}
 
-    def take(self, messages: list[Message]) -> tuple[list[Message], list[Row]]:
-        """The input messages (and consumer errors), and the repartition records as rows."""
+    def split(self, messages: list[Message]) -> tuple[list[Message], list[Message]]:
+        """The input messages (and consumer errors), and the repartition records."""
         topic = self._topic
         inputs: list[Message] = []
-        rows: list[Row] = []
+        hop: list[Message] = []
         self._origins = {}
         for m in messages:
-            if m.error() is not None or m.topic() != topic:
-                inputs.append(m)
-            else:
-                rows.append(self._row(m))
-        return inputs, rows
+            (inputs if m.error() is not None or m.topic() != topic else hop).append(m)
+        return inputs, hop
+
+    def decode(self, messages: list[Message]) -> tuple[list[Row], list[Failure]]:
+        """Repartition records as the tail's rows (their origins noted for :meth:`restore`)."""
+        return [self._row(m) for m in messages], []
+
+    def source(self, message: Message) -> tuple[str, int, int]:
+        """The input record a repartition record came from (itself, when it names none)."""
+        where = (message.topic() or "", message.partition() or 0, message.offset() or 0)
+        return self._origins.get((where[1], where[2]), where)
 
     def _row(self, m: Message) -> Row:
         ours: dict[str, bytes] = {}
@@ -96,20 +101,6 @@ class Regrouper:
             src, p, o = orjson.loads(ours[ORIGIN])
             self._origins[(partition, offset)] = (src, p, o)
         return row
-
-    def run(
-        self,
-        rows: list[Row],
-        hop: list[Row],
-        ctx: StepContext,
-        steps: Callable[[list[Step], list[Row]], list[Row]],
-    ) -> list[Row]:
-        """The head over the input ``rows`` (forwarded to the repartition topic), then the
-        tail over the ``hop``'s rows; the tail's outputs, their origins restored."""
-        self.forward(steps(self.plan.head, rows), ctx)
-        out = steps(self.plan.tail, hop)
-        self.restore(out, ctx.failures)
-        return out
 
     def forward(self, rows: list[Row], ctx: StepContext) -> None:
         """Produce the head's rows to the repartition topic (a row whose key or value has no

@@ -46,7 +46,7 @@ from app.pipeline.inline import finite_by_construction, inline
 from app.pipeline.record import header_bytes
 from app.serde import Formats
 from app.serde import formats as default_formats
-from app.serde.json import has_non_finite, null_in
+from app.serde.json import has_non_finite, null_in, rewritten
 
 
 class FusedBatch(Protocol):
@@ -127,6 +127,7 @@ def fused_loop(
     epilogue: tuple[str, ...] = (),
     check_nan: bool = False,
     encode: str | None = None,
+    input_numbers: bool = True,
 ) -> FusedBatch:
     """The one fused loop: decode-free ``body`` lines (they start from ``m``, leave the value in
     ``v`` and the key in ``k``), then encode, size check, ``accept`` lines and produce: the
@@ -134,11 +135,16 @@ def fused_loop(
     partition, -1 for the partitioner's choice). ``epilogue`` runs however the loop ends (a
     stateful step stores what it counted there). ``check_nan``: the body may make NaN/inf,
     which a JSON encoder would write as null. ``encode``: the payload's expression instead of
-    the codec's (it may be None: a tombstone)."""
+    the codec's (it may be None: a tombstone). ``input_numbers``: the output may carry numbers
+    of the input, so one that orjson rewrote is looked for (:func:`app.serde.json.rewritten`)."""
     checks = ""
     inline_out = formats.value_out.inline
+    if input_numbers and inline_out is not None and inline_out.json and encode is None:
+        # a decoded integer beyond 64 bits (a float now): the general path refuses it
+        checks = f"{_INDENT}    if payload.find(b'+') >= 0 and rewritten(payload, v, m.value()):\n"
+        checks += f"{_INDENT}        {_BAIL}\n"
     if check_nan and inline_out is not None and inline_out.json:
-        checks = (
+        checks += (
             f"{_INDENT}    if null_in(payload) and has_non_finite(v):\n{_INDENT}        {_BAIL}"
         )
     indent = _INDENT + "    "
@@ -158,6 +164,7 @@ def fused_loop(
     scope.update(_codec_names(formats))
     scope.update(max_bytes=max_bytes, header_bytes=header_bytes, has_non_finite=has_non_finite)
     scope.update(null_in=null_in, enumerate=enumerate, len=len, BufferError=BufferError)
+    scope.update(rewritten=rewritten)
     scope.update(Exception=Exception, BaseException=BaseException)
     run: FusedBatch = build(source, "run", where, scope)
     return run
@@ -195,6 +202,20 @@ def compile_passthrough(max_bytes: int, formats: Formats) -> FusedBatch:
         ["v = m.value()", "k = m.key()"], where="passthrough (fused)", names={},
         max_bytes=max_bytes, formats=formats, encode="v",
     )  # fmt: skip
+
+
+def compile_verbatim(max_bytes: int, formats: Formats) -> FusedBatch:
+    """No step, JSON in and out: each record checked to be JSON and written as it is, not
+    re-encoded (an integer beyond 64 bits, spacing and key order stay; see
+    :func:`app.serde.json.verbatim` for the general path's)."""
+    return fused_loop(
+        ["loads(m.value())", "k = m.key()", "v = m.value()"],
+        where="passthrough (fused)",
+        names={},
+        max_bytes=max_bytes,
+        formats=formats,
+        encode="v",
+    )
 
 
 def compile_parts(

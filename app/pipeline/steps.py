@@ -12,9 +12,16 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from app.pipeline.errors import USER_ERRORS
-from app.pipeline.fusion import FusedBatch, SpecPart, compile_parts, compile_passthrough
+from app.pipeline.fusion import (
+    FusedBatch,
+    SpecPart,
+    compile_parts,
+    compile_passthrough,
+    compile_verbatim,
+)
 from app.pipeline.record import Failure, Row
 from app.serde import BytesCodec, Formats
+from app.serde.json import verbatim
 from app.state.access import StateAccess
 
 
@@ -162,6 +169,8 @@ def fuse(
     if not formats.value_in.structured:
         raw = not steps and type(formats.value_out) is BytesCodec  # not translating IDs
         return compile_passthrough(max_bytes, formats) if raw else None
+    if not steps and verbatim(formats.value_in, formats.value_out) is not None:
+        return compile_verbatim(max_bytes, formats)
     parts: list[SpecPart] = []
     for step in steps:
         part = getattr(step, "spec_part", None)

@@ -21,6 +21,7 @@ from app.ops.late import LATE_LOG
 from app.pipeline.errors import USER_ERRORS, InvalidRoute, UnknownRouteTopic, error_text
 from app.pipeline.record import Failure, Row, header_bytes
 from app.serde import BytesCodec, Codec, JsonCodec
+from app.serde.json import LONG_INTEGER, rewritten
 from app.sink.collector import RecordCollector
 from app.sink.deadletters import DeadLetters
 from app.sink.fitting import H_VALUE_DROPPED as H_VALUE_DROPPED
@@ -37,6 +38,7 @@ H_TIMESTAMP = "eos.dlq.source.timestamp"  # the input's, for ``dlq replay``
 H_CLASS = "eos.dlq.error.class"
 H_MESSAGE = "eos.dlq.error.message"
 H_STEP = "eos.dlq.error.step"
+_LONG = OutputNotEncodable(f"cannot be encoded as JSON: {LONG_INTEGER}")
 
 
 class Output:
@@ -84,6 +86,10 @@ class Output:
         self.collector = collector
         self.value_codec = value_codec or JsonCodec()
         self.key_codec = key_codec or BytesCodec(lenient=True)
+        # JSON output: a decoded big integer is refused (one find of "+" per row, and a closer
+        # look only then: app.serde.json.rewritten)
+        inline = self.value_codec.inline
+        self._check_long = inline is not None and inline.json
         if isinstance(default_topic, str):
             self._default_topic, self._defaults = default_topic, None
         else:  # input topic → output topic
@@ -120,18 +126,23 @@ class Output:
         """Records the broker refused (kept by the collector, dead-lettered here on replay)."""
         return self.collector.refusals
 
-    def send(self, rows: list[Row]) -> list[Failure]:
+    def send(self, rows: list[Row], stop: bool = False) -> list[Failure]:
         """Produce ``rows``; returns those that cannot be written (route, encoding, size).
 
         The hot path of the general path: a row without a route, a key or headers costs one
-        encode call and one produce call.
+        encode call and one produce call. ``stop``: produce nothing after the first row that
+        cannot be written (a stateful batch, :mod:`app.engine.atomic`); the rows before it
+        were produced.
         """
         failures: list[Failure] = []
         send, check_refused = self.collector.send, self.refusals.pending
         default, defaults, keep = self._default_topic, self._defaults, self._keep_partition
         limits, routed_limit = self._output_limits, self._routed_limit
         encode, encode_key = self.value_codec.encode, self.key_codec.encode
+        check_long = self._check_long
         for row in rows:
+            if failures and stop:
+                break
             topic, key, partition = row.topic, row.key, -1
             if topic is None:
                 topic = default if defaults is None else defaults.get(row.source_topic, default)
@@ -149,6 +160,14 @@ class Output:
                     key = encode_key(key, topic)
             except OutputNotEncodable as exc:
                 failures.append(Failure(row, "output", _located(row, what, exc)))
+                continue
+            if (
+                check_long
+                and payload
+                and payload.find(b"+") >= 0
+                and rewritten(payload, row.value, row.raw)
+            ):
+                failures.append(Failure(row, "output", _located(row, "value", _LONG)))
                 continue
             size = len(payload or b"") + len(key or b"")
             if row.headers:

@@ -69,6 +69,7 @@ class PartitionState:
         "partition",
         "reads",
         "store",
+        "undo",
         "unwritten",
         "unwritten_offset",
         "unwritten_since",
@@ -99,6 +100,9 @@ class PartitionState:
         self.unwritten: dict[bytes, bytes | None] = {}
         self.unwritten_offset = -1
         self.unwritten_since = 0.0
+        # While a stateful batch runs: each written key's uncommitted value before its first
+        # write (the undo log of app.state.journal; None: not journaling).
+        self.undo: dict[bytes, Any] | None = None
 
     def get(self, key: bytes) -> bytes | None:
         dirty = self.dirty
@@ -119,6 +123,9 @@ class PartitionState:
             delta = len(key) + ENTRY_OVERHEAD + len(value)
         else:
             delta = len(value) - (0 if old is None else len(old))
+        undo = self.undo
+        if undo is not None and key not in undo:
+            undo[key] = old
         dirty[key] = value
         self.nbytes += delta
         self.budget.used += delta
@@ -127,7 +134,21 @@ class PartitionState:
         dirty = self.dirty
         old = dirty.get(key, _MISSING)
         delta = len(key) + ENTRY_OVERHEAD if old is _MISSING else -(0 if old is None else len(old))
+        undo = self.undo
+        if undo is not None and key not in undo:
+            undo[key] = old
         dirty[key] = None
+        self.nbytes += delta
+        self.budget.used += delta
+
+    def restore(self, key: bytes, prior: Any) -> None:
+        """Put back ``key``'s uncommitted value as :attr:`undo` recorded it."""
+        dirty = self.dirty
+        now = dirty.pop(key, _MISSING)
+        delta = 0 if now is _MISSING else -(len(key) + ENTRY_OVERHEAD + len(now or b""))
+        if prior is not _MISSING:
+            dirty[key] = prior
+            delta += len(key) + ENTRY_OVERHEAD + len(prior or b"")
         self.nbytes += delta
         self.budget.used += delta
 
@@ -212,6 +233,7 @@ class PartitionState:
         self._forget_committing()
         self._forget_dirty()
         self.memo.clear()
+        self.undo = None
 
     def drop_clean(self) -> None:
         """Empty the read cache (on close, or when it reaches its cap), after

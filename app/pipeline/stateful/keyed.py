@@ -273,6 +273,7 @@ def _fused_count(store: str, access: StateAccess, max_bytes: int, formats: Forma
     return fused_loop(
         body, where=f"count {store!r} (fused)", names=names, max_bytes=max_bytes,
         formats=formats, accept=("counts[state_key] = count",), epilogue=epilogue,
+        input_numbers=False,
         prologue=(
             "overlay = []", "seen = {}", "last_topic, last_partition = None, -1",
             "view = counts = None",

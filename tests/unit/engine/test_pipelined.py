@@ -104,7 +104,7 @@ def test_the_next_batch_is_produced_after_the_commit_and_the_next_begin() -> Non
     ]  # fmt: skip
     # T's offsets stop before the batch transformed beside it; T+1's cover it
     assert rig.producers[0].sent_offsets == [[("in", 0, 1)], [("in", 0, 2)]]
-    assert [value for _, value, _ in rig.producers[0].produced] == [b'{"n":0}', b'{"n":1}']
+    assert [value for _, value, _ in rig.producers[0].produced] == [b'{"n": 0}', b'{"n": 1}']
     assert rig.metrics.registry.get_sample_value("eos_bridge_input_records_total") == 2
     assert rig.metrics.registry.get_sample_value("eos_bridge_checkpoints_pipelined_total") == 1
 
@@ -119,7 +119,7 @@ def test_a_failed_commit_drops_the_next_batch_unsent_and_rewinds() -> None:
     failed = calls.index("commit_transaction")
     assert calls[failed + 1] == "abort_transaction"
     assert "produce" not in calls[failed:]  # record 1 never reached the producer
-    assert [value for _, value, _ in rig.producers[0].produced] == [b'{"n":0}']
+    assert [value for _, value, _ in rig.producers[0].produced] == [b'{"n": 0}']
     assert ("in", 0, -2) in rig.consumer.seeks  # rewound (no committed offset: the reset)
     assert rig.metrics.registry.get_sample_value("eos_bridge_input_records_total") == 1
     assert rig.metrics.registry.get_sample_value("eos_bridge_checkpoints_pipelined_total") == 0

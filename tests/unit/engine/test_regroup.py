@@ -71,8 +71,11 @@ def test_a_hop_record_gives_the_tail_its_key_value_timestamp_and_origin() -> Non
     hop.forward([row], StepContext())
     ((topic, _, key, _, partition, ts),) = collector.sent
     assert (topic, unpack(key), partition, ts) == ("g-key_by-repartition", "apac", -1, 1234)
-    inputs, rows = hop.take([_Message(topic, 0, 9, collector.sent[0])])  # type: ignore[list-item]
+    message = _Message(topic, 0, 9, collector.sent[0])
+    inputs, hop_messages = hop.split([message])  # type: ignore[list-item]
     assert inputs == []
+    rows, _ = hop.decode(hop_messages)
+    assert hop.source(message) == ("orders", 2, 41)  # type: ignore[arg-type]
     (tail,) = rows
     assert (tail.value, tail.key, tail.headers, tail.timestamp) == (
         {"region": "apac", "n": 1},
@@ -98,7 +101,7 @@ def test_dedupe_by_a_field_is_keyed_by_it_and_keeps_the_record_key() -> None:
     hop, collector = _hop(Pipeline().dedupe(by="uid"))
     hop.forward([Row({"uid": "u1"}, b"k9", None, "in", 0, 0, 5)], StepContext())
     assert unpack(collector.sent[0][2]) == "u1"
-    _, (tail,) = hop.take([_Message("g-dedupe-repartition", 1, 0, collector.sent[0])])  # type: ignore[list-item]
+    (tail,), _ = hop.decode([_Message("g-dedupe-repartition", 1, 0, collector.sent[0])])  # type: ignore[list-item]
     assert tail.key == b"k9"
 
 
