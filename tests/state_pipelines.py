@@ -59,4 +59,6 @@ def _id(value: Any) -> Any:
 counting = Pipeline().count(name="counts")
 crashing_count = Pipeline().then(CrashOnce(at=3000)).count(name="counts")
 poisoned_count = Pipeline().count(name="counts").then(PoisonChangelogOnce(at=3000))
-deduping = Pipeline().dedupe(by=_id, ttl=3600, name="seen")
+# Ids are the record keys in these tests, so the dedupe keeps per-input-partition state
+# (repartition=False: docs/state.md, Regrouping); test_repartition_e2e.py regroups by the id.
+deduping = Pipeline().dedupe(by=_id, ttl=3600, name="seen", repartition=False)

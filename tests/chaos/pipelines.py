@@ -53,4 +53,5 @@ def _record_id(value: Any) -> Any:
 # TTL is short enough for the state (and RocksDB's bounded caches over it, filled as the sweeps'
 # tombstones are compacted away) to reach its steady size within the soak's 15-minute warm-up:
 # with 600 s RocksDB's memory was still rising at minute 33 (bench/results/soak-1h-d09720a).
-soak = Pipeline().dedupe(by=_record_id, ttl=120, name="seen")
+# The feeds key each record by its id, so the state stays per input partition (no regrouping).
+soak = Pipeline().dedupe(by=_record_id, ttl=120, name="seen", repartition=False)

@@ -111,15 +111,23 @@ def wait_caught_up(
     timeout: float,
     bridges: list[BridgeProcess] | tuple[BridgeProcess, ...] = (),
 ) -> None:
-    """Wait until ``group`` has committed the end offset of every partition of ``topic``."""
+    """Wait until ``group`` has committed the end offset of every partition of ``topic``, and
+    then of its repartition topics (``<group>-…-repartition``: a regrouped pipeline's outputs
+    come from those)."""
     ends = kafka.end_offsets(topic)
+
+    def done(name: str, ends: dict[int, int]) -> bool:
+        committed = kafka.committed_offsets(group, name)
+        return all(end == 0 or committed.get(p, -1) >= end for p, end in ends.items())
 
     def caught_up() -> bool:
         for b in bridges:
             if b.proc is not None and not b.running():
                 raise AssertionError(f"bridge exited with {b.proc.returncode}:\n{b.logs()[-4000:]}")
-        committed = kafka.committed_offsets(group, topic)
-        return all(end == 0 or committed.get(p, -1) >= end for p, end in ends.items())
+        if not done(topic, ends):
+            return False
+        hops = [t for t in kafka.topic_names() if t.startswith(f"{group}-")]
+        return all(done(t, kafka.end_offsets(t)) for t in hops if t.endswith("-repartition"))
 
     wait_until(caught_up, timeout, f"group {group} to commit {ends} on {topic}", step=0.5)
 

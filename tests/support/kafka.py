@@ -95,3 +95,11 @@ class KafkaFixture:
 
     def committed_offsets(self, group: str, topic: str) -> dict[int, int]:
         return committed_offsets(self.bootstrap, group, topic)
+
+    def topic_names(self) -> list[str]:
+        """Every topic of the cluster (a metadata request)."""
+        consumer = Consumer({"bootstrap.servers": self.bootstrap, "group.id": "topic-names"})
+        try:
+            return sorted(consumer.list_topics(timeout=30).topics)
+        finally:
+            consumer.close()
