@@ -236,9 +236,6 @@ class BridgeSettings(ConnectionSettings):
         default_factory=dict, description="librdkafka settings of the producer"
     )
 
-    # Test-only fault hook: abort every k-th non-empty checkpoint instead of committing it.
-    fault_abort_every: int = Field(0, ge=0)
-
     @field_validator("input_topics", mode="before")
     @classmethod
     def _split_topics(cls, value: Any) -> Any:
@@ -323,7 +320,7 @@ class BridgeSettings(ConnectionSettings):
 
     def masked(self) -> dict[str, Any]:
         """The effective configuration with secrets masked, for ``check-config`` and logs."""
-        data = self.model_dump(mode="json", exclude={"fault_abort_every"})  # a test hook
+        data = self.model_dump(mode="json")
         for section in ("kafka", "consumer", "producer"):
             data[section] = masked(data[section])
         if data.get("target"):

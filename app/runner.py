@@ -24,6 +24,7 @@ from types import FrameType
 from confluent_kafka import KafkaException
 
 from app.config import BridgeSettings
+from app.engine.faults import NO_FAULTS, Faults
 from app.engine.loop import Bridge
 from app.engine.watchdog import Watchdog
 from app.engine.wiring import build
@@ -86,9 +87,11 @@ def run(
     *,
     until: Callable[[], bool] | None = None,
     replaying: bool = False,
+    faults: Faults = NO_FAULTS,
 ) -> int:
     """Run until SIGTERM/SIGINT (or until ``until()`` says done, asked every half second);
-    returns the process exit code. ``replaying``: see :func:`app.engine.wiring.build`."""
+    returns the process exit code. ``replaying``, ``faults``: see
+    :func:`app.engine.wiring.build`."""
     metrics = Metrics()
     health = Health(stale_after=max(30.0, 5 * settings.commit_interval))
     try:
@@ -113,7 +116,7 @@ def run(
     rejoins = _Rejoins(REJOIN_WINDOW_S)
     try:
         while True:
-            built = _build(settings, metrics, health, watchdog, replaying)
+            built = _build(settings, metrics, health, watchdog, replaying, faults)
             if isinstance(built, int):
                 return built
             stop.hand_to(built)
@@ -175,10 +178,11 @@ def _build(
     health: Health,
     watchdog: Watchdog,
     replaying: bool = False,
+    faults: Faults = NO_FAULTS,
 ) -> Bridge | int:
     """The bridge, or the exit code after one line saying why it cannot start."""
     try:
-        return build(settings, metrics, health, watchdog, replaying=replaying)
+        return build(settings, metrics, health, watchdog, replaying=replaying, faults=faults)
     except ConfigError as exc:
         log.error("%s", exc)
         return EXIT_CONFIG
