@@ -22,6 +22,7 @@ from http.server import ThreadingHTTPServer
 from types import FrameType
 
 from confluent_kafka import KafkaException
+from confluent_kafka.admin import AdminClient
 
 from app.config import BridgeSettings
 from app.engine.faults import NO_FAULTS, Faults
@@ -30,9 +31,13 @@ from app.engine.watchdog import Watchdog
 from app.engine.wiring import build
 from app.errors import BridgeError, ConfigError, InstanceFenced, KafkaFatalError, RecordError
 from app.kafka.errors import describe
+from app.kafka.stable import stable_offsets, written_partitions
 from app.ops.health import Health, serve
+from app.ops.logs import librdkafka_logging
 from app.ops.metrics import Metrics
 from app.ops.trim import Trimmer
+from app.ops.unstable import UnstableOffsets
+from changelog.naming import changelog_prefix
 
 log = logging.getLogger(__name__)
 
@@ -107,6 +112,7 @@ def run(
     log.info("%s", _first_line(settings))
     watchdog = Watchdog(health, stale_after=health.stale_after).start()
     trimmer = Trimmer().start()  # RSS back down after a backlog's peak (app.ops.trim)
+    unstable = _watch_unstable(settings, metrics)
     stop = _Stop()
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
@@ -131,6 +137,7 @@ def run(
             health.set_ready(False, "fenced: joining the group again")
             metrics.ready.set(0)
     finally:
+        unstable.stop()
         trimmer.stop()
         watchdog.stop()
         if server is not None:
@@ -148,6 +155,25 @@ def _first_line(settings: BridgeSettings) -> str:
         f"{', '.join(settings.input_topics)} -> {settings.output_topic} and the group "
         f"{settings.group_id!r} to assign partitions"
     )
+
+
+def _watch_unstable(settings: BridgeSettings, metrics: Metrics) -> UnstableOffsets:
+    """The gap between the end and the LSO of every output, dead-letter and changelog
+    partition, measured on its own thread (app.ops.unstable)."""
+    target = settings.target_cluster()
+    conf = {"bootstrap.servers": target.bootstrap_servers, **target.client_common(),
+            **librdkafka_logging(reported_elsewhere=True)}  # fmt: skip
+    admin = AdminClient(conf)
+    topics = list(settings.output_topics.values())
+    if settings.on_error == "dlq":
+        topics.append(settings.dead_letter_topic)
+    prefix = changelog_prefix(settings.group_id)
+    timeout = settings.call_timeout
+
+    def measure() -> dict[tuple[str, int], tuple[int, int]]:
+        return stable_offsets(admin, written_partitions(admin, topics, prefix, timeout), timeout)
+
+    return UnstableOffsets(measure, metrics.registry).start()
 
 
 def _serve(
