@@ -1,9 +1,9 @@
 """A hanging transaction on an output partition is seen (issue 55, scope 3): a producer of the
 test's own begins a transaction on partition 0 of the bridge's output, produces and never
 commits; ``eos_bridge_output_unstable_offsets`` shows the gap within 30 s while the bridge
-goes on processing every partition, and once the runbook's step ends the transaction
-(docs/operations.md, "Hanging transactions": a producer with the hanging transactional.id
-re-initialised), the gap is 0 again."""
+goes on processing every partition, ``eos-bridge transactions`` shows the same gap, and once
+the runbook's step ends the transaction (docs/operations.md, "Hanging transactions": a producer
+with the hanging transactional.id re-initialised), the gap is 0 again."""
 
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ from tests.support.bridge import (
     metrics_when,
     wait_caught_up,
 )
+from tests.support.cli import eos_bridge_here
 from tests.support.kafka import KafkaFixture
 
 pytestmark = pytest.mark.integration
@@ -54,6 +55,10 @@ def test_a_foreign_open_transaction_shows_as_a_gap_until_it_is_ended(
         port, lambda t: _gap(out, 0, "eos_bridge_output_unstable_seconds")(t) > 0, "its age"
     )
     assert _gap(out, 0)(held) > 0
+    shown = eos_bridge_here("transactions", out, "--bootstrap", kafka.bootstrap)
+    assert shown.code == 0, shown.stderr
+    rows = {int(line.split()[1]): int(line.split()[4]) for line in shown.stdout.splitlines()[1:-1]}
+    assert rows[0] > 0 and "partitions with an open transaction: " in shown.stdout
 
     kafka.transactional_producer(txid)  # the runbook: init_transactions aborts it
     metrics_when(port, lambda t: _gap(out, 0)(t) == 0, "the gap to end", SEEN_WITHIN_S)
