@@ -242,7 +242,6 @@ class BridgeSettings(ConnectionSettings):
     )
 
     isolation_after_aborts: int = Field(5, ge=1, le=20, description="aborts in a row: isolate")
-    fault_abort_every: int = Field(0, ge=0)  # test-only: abort every k-th checkpoint
 
     @field_validator("input_topics", mode="before")
     @classmethod
@@ -313,7 +312,7 @@ class BridgeSettings(ConnectionSettings):
 
     def masked(self) -> dict[str, Any]:
         """The effective configuration with secrets masked, for ``check-config`` and logs."""
-        data = self.model_dump(mode="json", exclude={"fault_abort_every"})  # a test hook
+        data = self.model_dump(mode="json")
         for section in ("kafka", "consumer", "producer"):
             data[section] = masked(data[section])
         if data.get("target"):

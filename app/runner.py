@@ -23,17 +23,23 @@ from types import FrameType
 from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka.admin import AdminClient
 
 from app.config import BridgeSettings
+from app.engine.faults import NO_FAULTS, Faults
 from app.engine.loop import Bridge
 from app.engine.watchdog import Watchdog
 from app.engine.wiring import build
 from app.errors import BridgeError, ConfigError, InstanceFenced, KafkaFatalError, RecordError
 from app.kafka.errors import describe
+from app.kafka.stable import stable_offsets, written_partitions
 from app.ops.health import Health, serve
+from app.ops.logs import librdkafka_logging
 from app.ops.metrics import Metrics
 from app.ops.trim import Trimmer
+from app.ops.unstable import UnstableOffsets
 from app.serde.registry import RegistryUnavailable
+from changelog.naming import changelog_prefix
 
 log = logging.getLogger(__name__)
 
@@ -97,16 +103,12 @@ def run(
     *,
     until: Callable[[], bool] | None = None,
     replaying: bool = False,
+    faults: Faults = NO_FAULTS,
 ) -> int:
     """Run until SIGTERM/SIGINT (or until ``until()`` says done, asked every half second);
-    returns the process exit code. ``replaying``: see :func:`app.engine.wiring.build`."""
-    metrics = Metrics()
-    stale_after = max(30.0, 5 * settings.commit_interval)
-    # /livez also fails when input waits and no checkpoint commits for longer than an open
-    # transaction may live (docs/operations.md: an abort loop is not alive)
-    health = Health(
-        stale_after, commit_bound=max(stale_after, settings.transaction_timeout_ms / 1e3)
-    )
+    returns the process exit code. ``replaying``, ``faults``: see
+    :func:`app.engine.wiring.build`."""
+    metrics, health = Metrics(), _health(settings)
     try:
         server = _serve(settings, health, metrics)
     except OSError as exc:  # typically EADDRINUSE: another process holds the port
@@ -120,6 +122,7 @@ def run(
     log.info("%s", _first_line(settings))
     watchdog = Watchdog(health, stale_after=health.stale_after).start()
     trimmer = Trimmer().start()  # RSS back down after a backlog's peak (app.ops.trim)
+    unstable = _watch_unstable(settings, metrics)
     stop = _Stop()
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
@@ -129,7 +132,9 @@ def run(
     rejoins = _Rejoins(REJOIN_WINDOW_S)
     try:
         while True:
-            built = _build_unless_stopped(stop, settings, metrics, health, watchdog, replaying)
+            built = _build_unless_stopped(
+                stop, settings, metrics, health, watchdog, replaying, faults
+            )
             if isinstance(built, int):
                 return built
             stop.hand_to(built)
@@ -144,10 +149,18 @@ def run(
             health.set_ready(False, "fenced: joining the group again")
             metrics.ready.set(0)
     finally:
+        unstable.stop()
         trimmer.stop()
         watchdog.stop()
         if server is not None:
             server.shutdown()
+
+
+def _health(settings: BridgeSettings) -> Health:
+    """/livez and /readyz; /livez also fails when input waits and no checkpoint commits for
+    longer than an open transaction may live (docs/operations.md: an abort loop is not alive)."""
+    stale_after = max(30.0, 5 * settings.commit_interval)
+    return Health(stale_after, commit_bound=max(stale_after, settings.transaction_timeout_ms / 1e3))
 
 
 def _first_line(settings: BridgeSettings) -> str:
@@ -161,6 +174,25 @@ def _first_line(settings: BridgeSettings) -> str:
         f"{', '.join(settings.input_topics)} -> {settings.output_topic} and the group "
         f"{settings.group_id!r} to assign partitions"
     )
+
+
+def _watch_unstable(settings: BridgeSettings, metrics: Metrics) -> UnstableOffsets:
+    """The gap between the end and the LSO of every output, dead-letter and changelog
+    partition, measured on its own thread (app.ops.unstable)."""
+    target = settings.target_cluster()
+    conf = {"bootstrap.servers": target.bootstrap_servers, **target.client_common(),
+            **librdkafka_logging(reported_elsewhere=True)}  # fmt: skip
+    admin = AdminClient(conf)
+    topics = list(settings.output_topics.values())
+    if settings.on_error == "dlq":
+        topics.append(settings.dead_letter_topic)
+    prefix = changelog_prefix(settings.group_id)
+    timeout = settings.call_timeout
+
+    def measure() -> dict[tuple[str, int], tuple[int, int]]:
+        return stable_offsets(admin, written_partitions(admin, topics, prefix, timeout), timeout)
+
+    return UnstableOffsets(measure, metrics.registry).start()
 
 
 def _serve(
@@ -206,10 +238,11 @@ def _build(
     health: Health,
     watchdog: Watchdog,
     replaying: bool = False,
+    faults: Faults = NO_FAULTS,
 ) -> Bridge | int:
     """The bridge, or the exit code after one line saying why it cannot start."""
     try:
-        return build(settings, metrics, health, watchdog, replaying=replaying)
+        return build(settings, metrics, health, watchdog, replaying=replaying, faults=faults)
     except ConfigError as exc:
         log.error("%s", exc)
         return EXIT_CONFIG

@@ -16,13 +16,18 @@ _LEGAL = re.compile(r"^[a-zA-Z0-9._-]+$")
 MAX_TOPIC_LENGTH = 249
 
 
+def changelog_prefix(group_id: str) -> str:
+    """What every changelog topic of ``group_id`` starts with."""
+    return f"changelog__{group_id}--"
+
+
 def changelog_topic_name(group_id: str, input_topic: str, store: str) -> str:
     """The changelog topic of ``store`` for the partitions of ``input_topic``.
 
     Raises:
         ChangelogConfigError: the name would not be a legal Kafka topic name.
     """
-    name = f"changelog__{group_id}--{input_topic}--{store}"
+    name = f"{changelog_prefix(group_id)}{input_topic}--{store}"
     if len(name) > MAX_TOPIC_LENGTH or not _LEGAL.match(name):
         raise ChangelogConfigError(
             f"changelog topic name {name!r} (from group_id={group_id!r}, input topic "

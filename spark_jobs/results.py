@@ -39,7 +39,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from spark_jobs.errors import InfrastructureError, JobConfigError
-from spark_jobs.faults import AFTER_KAFKA_COMMIT, BEFORE_KAFKA_COMMIT, crash_point
+from spark_jobs.faults import AFTER_KAFKA_COMMIT, BEFORE_KAFKA_COMMIT, NO_FAULTS, Faults
 from spark_jobs.security import bridge_kafka_settings
 from spark_jobs.spec import AggregationSpec
 
@@ -99,7 +99,10 @@ class Marker:
 class KafkaResults:
     """The results side of one job: its producer and what it has committed."""
 
-    def __init__(self, target: ResultsTarget, key_columns: list[str]) -> None:
+    def __init__(
+        self, target: ResultsTarget, key_columns: list[str], faults: Faults = NO_FAULTS
+    ) -> None:
+        self.faults = faults
         self.target = target
         self.key_columns = key_columns
         self._producer: Producer | None = None
@@ -157,7 +160,7 @@ class KafkaResults:
             # here leaves them in the log inside the open transaction: what the fault point
             # before the commit is for.
             producer.flush(TIMEOUT_S)
-            crash_point(BEFORE_KAFKA_COMMIT, batch_id)
+            self.faults.at(BEFORE_KAFKA_COMMIT, batch_id)
             producer.commit_transaction(TIMEOUT_S)
         except KafkaException as exc:
             _abort(producer)
@@ -166,7 +169,7 @@ class KafkaResults:
                 f"({_error(exc)}); the restart writes it"
             ) from None
         self.last = Marker(query_id, batch_id)
-        crash_point(AFTER_KAFKA_COMMIT, batch_id)
+        self.faults.at(AFTER_KAFKA_COMMIT, batch_id)
         self.rows_written += len(rows)
         return len(rows)
 

@@ -34,7 +34,7 @@ from spark_jobs.checkpoints import claim_checkpoint
 from spark_jobs.config import AVAILABLE_NOW, StreamConfig, WindowSpec, check_writable
 from spark_jobs.errors import SparkJobError
 from spark_jobs.failures import run_job
-from spark_jobs.faults import AFTER_DELTA_WRITE, BEFORE_DELTA_WRITE, crash_point
+from spark_jobs.faults import AFTER_DELTA_WRITE, BEFORE_DELTA_WRITE, NO_FAULTS, Faults
 from spark_jobs.fixed import fixed_spec
 from spark_jobs.parse import BAD_RECORD_SCHEMA
 from spark_jobs.plan import AggregationPlan
@@ -72,8 +72,13 @@ class BatchSink:
     the Kafka results topic (written once per batch id, :mod:`spark_jobs.results`)."""
 
     def __init__(
-        self, table: str, merge_keys: list[str] | None, results: KafkaResults | None = None
+        self,
+        table: str,
+        merge_keys: list[str] | None,
+        results: KafkaResults | None = None,
+        faults: Faults = NO_FAULTS,
     ) -> None:
+        self.faults = faults
         self.table = table
         self.merge_keys = merge_keys
         self.results = results
@@ -85,12 +90,12 @@ class BatchSink:
         try:
             rows = batch.count()
             if rows:
-                crash_point(BEFORE_DELTA_WRITE, batch_id)
+                self.faults.at(BEFORE_DELTA_WRITE, batch_id)
                 if self.merge_keys:
                     upsert_rows(batch, self.table, self.merge_keys, txn)
                 else:
                     append_once(batch, self.table, txn)
-                crash_point(AFTER_DELTA_WRITE, batch_id)
+                self.faults.at(AFTER_DELTA_WRITE, batch_id)
                 if self.results is not None:
                     self.results.write(batch, txn.app_id, batch_id)
         finally:
@@ -173,8 +178,11 @@ def job_plan(cfg: StreamConfig) -> AggregationPlan:
     return AggregationPlan.compile(cfg.spec or fixed_spec(cfg.fields, cfg.window), cfg.python)
 
 
-def start_stream(spark: SparkSession, cfg: StreamConfig) -> RunningStream:
-    """Check the paths and topics, create or evolve the tables and start the queries."""
+def start_stream(
+    spark: SparkSession, cfg: StreamConfig, faults: Faults = NO_FAULTS
+) -> RunningStream:
+    """Check the paths and topics, create or evolve the tables and start the queries;
+    ``faults``: a test rig's (:mod:`spark_jobs.faults`)."""
     _check_paths(cfg)
     plan = job_plan(cfg)
     keep_bad = plan.spec.bad_records
@@ -184,12 +192,12 @@ def start_stream(spark: SparkSession, cfg: StreamConfig) -> RunningStream:
     if keep_bad:
         ensure_table(spark, cfg.bad_table, BAD_RECORD_SCHEMA)
 
-    results = _open_results(cfg, plan)
+    results = _open_results(cfg, plan, faults)
     good = plan.parse(_raw(spark, cfg)).good
     if not keep_bad:  # counted here, as no bad-records query reads them
         good = good.observe(GOOD_ROWS, F.count(F.lit(1)).alias("rows"))
     rows = plan.aggregate(plan.records(good, streaming=True))
-    rows_sink = BatchSink(cfg.table, plan.merge_keys, results)
+    rows_sink = BatchSink(cfg.table, plan.merge_keys, results, faults)
     updates = rows.writeStream.outputMode(plan.output_mode)
     aggregates = _configure(updates, cfg, "aggregates").foreachBatch(rows_sink).start()
     if not keep_bad:
@@ -201,13 +209,15 @@ def start_stream(spark: SparkSession, cfg: StreamConfig) -> RunningStream:
     return RunningStream(aggregates, bad_records, rows_sink, bad_sink)
 
 
-def _open_results(cfg: StreamConfig, plan: AggregationPlan) -> KafkaResults | None:
+def _open_results(
+    cfg: StreamConfig, plan: AggregationPlan, faults: Faults = NO_FAULTS
+) -> KafkaResults | None:
     """The Kafka results sink of ``output.kafka``, its producer ready (previous driver
     fenced) and its last committed batch read; None without ``output.kafka``."""
     target = ResultsTarget.of(plan.spec, cfg.source.bootstrap)
     if target is None:
         return None
-    results = KafkaResults(target, plan.merge_keys)
+    results = KafkaResults(target, plan.merge_keys, faults)
     results.open()
     return results
 
@@ -270,10 +280,13 @@ def _log_progress(query: StreamingQuery, logged: dict[str, int]) -> None:
 
 
 def run_stream(
-    spark: SparkSession, cfg: StreamConfig, stop: threading.Event | None = None
+    spark: SparkSession,
+    cfg: StreamConfig,
+    stop: threading.Event | None = None,
+    faults: Faults = NO_FAULTS,
 ) -> StreamSummary:
     """Start the job and wait for it; see :func:`wait_for`."""
-    return wait_for(start_stream(spark, cfg), stop)
+    return wait_for(start_stream(spark, cfg, faults), stop)
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
@@ -340,19 +353,24 @@ def config_from(args: argparse.Namespace) -> StreamConfig:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    return launch(argv)
+
+
+def launch(argv: Sequence[str] | None, faults: Faults = NO_FAULTS) -> int:
+    """:func:`main` composed with ``faults`` (the test rig's launcher hands in its own)."""
     args = parse_args(argv)
     cli.setup_logging(args.log_level)
-    return run_job("spark_jobs.stream", lambda: _main(args))
+    return run_job("spark_jobs.stream", lambda: _main(args, faults))
 
 
-def _main(args: argparse.Namespace) -> int:
+def _main(args: argparse.Namespace, faults: Faults = NO_FAULTS) -> int:
     cfg = config_from(args)
     _check_paths(cfg)  # before Spark starts: a mistake here costs no JVM start-up
     check_registry(cfg.source)
     spark = build_session("eos-bridge-stream", args.master or None, cli.spark_conf_from(args))
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    summary = run_stream(spark, cfg, stop)
+    summary = run_stream(spark, cfg, stop, faults)
     print(f"stream summary: {summary}")
     if args.show:
         cli.print_table(spark, cfg.table, args.show)

@@ -18,7 +18,17 @@ from pathlib import Path
 
 from confluent_kafka import KafkaException
 
-from app.commands import completion, dlq, lag, produce, supervise, tail, topics, verify
+from app.commands import (
+    completion,
+    dlq,
+    lag,
+    produce,
+    supervise,
+    tail,
+    topics,
+    transactions,
+    verify,
+)
 from app.commands.settings import EXIT_CODES, settings_epilog, unknown_env_warnings
 from app.config import BridgeSettings, load_settings
 from app.errors import ConfigError
@@ -144,7 +154,7 @@ def build_parser() -> argparse.ArgumentParser:
     spark.add_argument("job_args", nargs=argparse.REMAINDER)
     spark.set_defaults(func=cmd_spark)
 
-    for tool in (topics, produce, tail, lag, dlq):
+    for tool in (topics, produce, tail, lag, transactions, dlq):
         tool.add_parser(sub)
     completion.add_parser(sub, parser)
     return parser

@@ -10,8 +10,6 @@ from pydantic_settings import BaseSettings
 
 from app.config import ENV_PREFIX, BridgeSettings
 
-_HIDDEN = frozenset({"fault_abort_every"})  # a test-only fault hook: accepted, never offered
-
 
 def env_name(field: str) -> str:
     """The environment variable of a setting: ``BRIDGE_`` + the upper-cased name."""
@@ -22,8 +20,6 @@ def settings_epilog(model: type[BaseSettings], title: str = "settings") -> str:
     """A ``--help`` epilog listing every setting of ``model`` with its env variable."""
     rows = []
     for name, info in model.model_fields.items():
-        if name in _HIDDEN:
-            continue
         default = (
             "required"
             if info.is_required()
@@ -67,7 +63,7 @@ def unknown_env_warnings(environ: Mapping[str, str]) -> list[str]:
     Nested maps are allowed (``BRIDGE_KAFKA__SECURITY.PROTOCOL``): only the part before the
     ``__`` must be a setting.
     """
-    offered = [n for n in BridgeSettings.model_fields if n not in _HIDDEN] + ["config_file"]
+    offered = [*BridgeSettings.model_fields, "config_file"]
     known = {env_name(n) for n in BridgeSettings.model_fields} | {env_name("config_file")}
     warnings = []
     for var in sorted(environ):

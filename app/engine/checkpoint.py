@@ -3,16 +3,15 @@
 from __future__ import annotations
 
 import logging
-import os
-import signal
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from confluent_kafka import TopicPartition
 
+from app.engine.faults import NO_FAULTS, Faults
 from app.engine.transactions import Transactions
-from app.errors import BridgeError, CheckpointAborted
+from app.errors import BridgeError
 from app.kafka.ports import ConsumerPort, Message
 from app.ops.metrics import Metrics
 from app.sink.output import Output
@@ -49,7 +48,7 @@ class Checkpoint:
         max_age: seconds an open transaction may live (a fraction of transaction.timeout.ms):
             the loop bounds every batch by :meth:`time_left`, so no transaction reaches the
             broker's timeout whatever a step does.
-        fault_abort_every: test-only; abort every k-th non-empty checkpoint instead.
+        faults: the test rig's seams (:class:`app.engine.faults.Faults`); none by default.
         clock: monotonic seconds (a fake in unit tests).
     """
 
@@ -64,7 +63,7 @@ class Checkpoint:
         every: int,
         flush_timeout: float,
         max_age: float = 30.0,
-        fault_abort_every: int = 0,
+        faults: Faults = NO_FAULTS,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._consumer = consumer
@@ -76,8 +75,7 @@ class Checkpoint:
         self._every = every
         self._flush_timeout = flush_timeout
         self._max_age = max_age
-        self._fault_abort_every = fault_abort_every
-        self._nonempty = 0
+        self._faults = faults
         self._disabled = False
         self._committed: dict[tuple[str, int], int] = {}  # the group's, as last known here
         # The assignment as the rebalance callbacks reported it (None: not reported, ask the
@@ -157,7 +155,7 @@ class Checkpoint:
         # 1. changelog records for dirty state keys, inside the transaction
         self._state.produce_changelogs(self._output.collector, positions)
         if self.consumed:
-            self._inject_pause()
+            self._faults.before_offsets(self._flush)
         moved = [  # those that moved since the last commit: the others are committed already
             TopicPartition(t, p, o)
             for (t, p), o in positions.items()
@@ -189,31 +187,14 @@ class Checkpoint:
         self._output.flush(self._flush_timeout)
         self._state.verify_delivery()
         if self.consumed:
-            self._inject_abort()
+            self._faults.after_flush()
 
     def disable(self) -> None:
         """After a fatal error: never commit again (closing the consumer calls revoke)."""
         self._disabled = True
 
-    def _inject_pause(self) -> None:
-        """Test-only (``EOS_BRIDGE_TEST_PAUSE_FILE``): when that file exists, remove it, flush,
-        and SIGSTOP this process: its transaction open with delivered records, before the
-        offsets (the paused-zombie test)."""
-        pause = os.environ.get("EOS_BRIDGE_TEST_PAUSE_FILE")
-        if pause and os.path.exists(pause):
-            os.unlink(pause)
-            self._output.flush(self._flush_timeout)
-            log.warning("test pause: stopping before the offsets of this checkpoint")
-            os.kill(os.getpid(), signal.SIGSTOP)
-
-    def _inject_abort(self) -> None:
-        """Test-only (``fault_abort_every``): abort every k-th checkpoint with records, after
-        its flush (the changelog records are in the log, the offsets never commit)."""
-        self._nonempty += 1
-        if self._fault_abort_every and self._nonempty % self._fault_abort_every == 0:
-            raise CheckpointAborted(
-                f"fault injection: aborting checkpoint #{self._nonempty}", "fault_injection"
-            )
+    def _flush(self) -> None:
+        self._output.flush(self._flush_timeout)
 
     def assigned(self, partitions: list[tuple[str, int]]) -> None:
         """Partitions assigned (the rebalance callback): checkpoints read their positions."""

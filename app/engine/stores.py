@@ -5,19 +5,14 @@ docs/cross-cluster.md) — the composition's one choice of :class:`OffsetStore`.
 from __future__ import annotations
 
 import logging
-import os
 from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, Producer
 from confluent_kafka.admin import AdminClient
 
 from app.config import BridgeSettings
-from app.engine.tasks import (
-    UNSAFE_SHARED_ID_ENV,
-    TaskAssignment,
-    TaskProducers,
-    task_transactional_id,
-)
+from app.engine.faults import NO_FAULTS, Faults
+from app.engine.tasks import TaskAssignment, TaskProducers, task_transactional_id
 from app.engine.watchdog import Watchdog
 from app.kafka.defaults import stuck_call_deadline
 from app.offsets import GroupOffsets, OffsetStore, TargetOffsets
@@ -41,10 +36,13 @@ def offset_store(
     target_admin: AdminClient,
     consumer: Consumer,
     stuck: float,
+    faults: Faults = NO_FAULTS,
 ) -> tuple[OffsetStore, TaskAssignment | None]:
     """The store of input positions, and the task producers when there are several."""
     if settings.cross_cluster and settings.exactly_once:
-        tasks = cross_cluster_tasks(settings, pconf, watchdog, target_admin, consumer, stuck)
+        tasks = cross_cluster_tasks(
+            settings, pconf, watchdog, target_admin, consumer, stuck, faults
+        )
         return tasks.offsets, tasks
     return GroupOffsets(consumer, watchdog, settings.call_timeout, stuck), None
 
@@ -56,24 +54,21 @@ def cross_cluster_tasks(
     admin: AdminClient,
     consumer: Consumer,
     stuck: float,
+    faults: Faults = NO_FAULTS,
 ) -> TaskAssignment:
     """Two clusters, exactly-once: one transactional producer per input partition and the
     positions in the target's offsets topic (docs/cross-cluster.md); ``stuck`` bounds each
-    of their blocking calls (:func:`stuck_after`)."""
+    of their blocking calls (:func:`stuck_after`); ``faults.task_id``, a test's, replaces
+    the per-partition transactional ids."""
     topic = settings.offsets_topic or f"{settings.group_id}.offsets"
     prepare_offsets_topic(admin, topic, settings.startup_timeout)
     group = settings.group_id
     prefix = (
         f"{settings.transactional_id_prefix}-{group}" if settings.transactional_id_prefix else group
     )
-    unsafe = os.environ.get(UNSAFE_SHARED_ID_ENV) == "1"  # test-only: no per-partition fencing
-    if unsafe:
-        log.warning("%s=1: every task shares %s (NOT exactly-once)", UNSAFE_SHARED_ID_ENV,
-                    settings.transactional_id)  # fmt: skip
-    shared = settings.transactional_id
     producers = TaskProducers(
         lambda txn_id: Producer({**pconf, "transactional.id": txn_id}),
-        (lambda _: shared) if unsafe else (lambda n: task_transactional_id(prefix, n)),
+        faults.task_id or (lambda n: task_transactional_id(prefix, n)),
         watchdog,
         settings.call_timeout,
         stuck,

@@ -32,10 +32,6 @@ log = logging.getLogger(__name__)
 
 _GRACE_S = 15.0  # the watchdog's margin over ``timeout`` when no ``stuck_after`` is given
 
-# Test-only: every task shares this instance's one transactional id, as a bridge without
-# per-partition fencing would (the paused-zombie test shows it then fails).
-UNSAFE_SHARED_ID_ENV = "EOS_BRIDGE_TEST_UNSAFE_SHARED_TXN_ID"
-
 
 def task_transactional_id(prefix: str, task: int) -> str:
     """The transactional id of task ``task`` (``prefix`` names the group)."""

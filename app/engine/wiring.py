@@ -16,6 +16,7 @@ from confluent_kafka.admin import AdminClient, ConfigResource
 from app import serde
 from app.config import BridgeSettings, Cluster
 from app.engine.checkpoint import Checkpoint
+from app.engine.faults import NO_FAULTS, Faults
 from app.engine.isolation import Isolation
 from app.engine.ladder import Ladder
 from app.engine.loop import Bridge, LoopSettings
@@ -173,10 +174,10 @@ def build(
     watchdog: Watchdog,
     *,
     replaying: bool = False,
+    faults: Faults = NO_FAULTS,
 ) -> Bridge:
-    """Construct every collaborator; nothing is consumed until :meth:`Bridge.run`.
-
-    ``replaying``: the input is a dead-letter topic (``eos-bridge dlq replay``)."""
+    """Construct every collaborator; nothing is consumed until :meth:`Bridge.run`. ``faults``:
+    a test rig's (:mod:`app.engine.faults`), never from settings."""
     pipeline = build_pipeline(settings)
     topics, topic_limits, target_admin, keep = preflight(settings, pipeline)
     plan = prepare_repartition(settings, regroup_plan(settings, pipeline), target_admin)
@@ -186,7 +187,7 @@ def build(
     collector = RecordCollector(metrics=metrics)  # the producer is bound below
     pconf = _producer_config(settings, pipeline, common, batch_limit, collector)
     stuck = stuck_after(settings)
-    offsets, tasks = offset_store(settings, pconf, watchdog, target_admin, consumer, stuck)
+    offsets, tasks = offset_store(settings, pconf, watchdog, target_admin, consumer, stuck, faults)
     txn = Transactions(
         (lambda: tasks.producers) if tasks is not None else (lambda: Producer(pconf)),
         consumer,
@@ -219,7 +220,7 @@ def build(
         every=settings.commit_every,
         flush_timeout=settings.transaction_timeout_ms / 1000 / 2,
         max_age=settings.transaction_timeout_ms / 1000 * _TXN_AGE_FRACTION,
-        fault_abort_every=settings.fault_abort_every,
+        faults=faults,
     )  # fmt: skip
     return assemble(
         consumer, txn, output, pipeline, state, checkpoint, metrics, health, watchdog,

@@ -86,7 +86,7 @@ def test_every_alert_is_tested_firing_and_silent(manifests: Callable[..., list[M
     assert alerts == {
         "EosBridgeNoCheckpoint", "EosBridgeDeadLetterRatioHigh", "EosBridgeConsumerLagGrowing",
         "EosBridgeNotReady", "EosBridgeRecoveryStuck", "EosBridgeRestarting",
-        "EosBridgeAbortsWithoutCommits",
+        "EosBridgeAbortsWithoutCommits", "EosBridgeHangingTransaction",
     }  # fmt: skip
     assert fires == alerts and silent == alerts
 

@@ -93,7 +93,7 @@ def test_forced_aborts_exactly_once_and_negative_control(kafka: KafkaFixture, br
     src, out, dlq = _topics(kafka)
     values, keys = json_records(20_000)
     kafka.seed(src, values, keys)
-    settings = _settings(kafka, src, out, dlq, fault_abort_every=3, commit_every=1000)
+    settings = _settings(kafka, src, out, dlq, faults={"abort_every": 3}, commit_every=1000)
     bridge = bridges(**settings).start()
     wait_caught_up(kafka, settings["group_id"], src, 180, [bridge])
     assert bridge.terminate() == 0

@@ -166,7 +166,7 @@ def test_offset_commit_fails(kafka: KafkaFixture, tmp_path: Path, bridges: Make)
     Each process is fed in three phases, each fed once the previous one is committed: at
     least three checkpoints with records, so the fault fires in both processes however fast
     the machine is (time-based checkpoints, so the kill still finds an open transaction)."""
-    s, feeder = _setup(kafka, tmp_path, 50_000, "counting", fault_abort_every=3)
+    s, feeder = _setup(kafka, tmp_path, 50_000, "counting", faults={"abort_every": 3})
     bridge = bridges(**s).start()
     for _ in range(3):
         _phase(kafka, feeder, s, 5_000, bridge)
@@ -198,7 +198,7 @@ def test_count_with_pipelined_commit_through_aborts_and_sigkills(
     says how many)."""
     s, feeder = _setup(
         kafka, tmp_path, 60_000, "counting",
-        pipelined_commit=True, commit_every=1_000, fault_abort_every=3,
+        pipelined_commit=True, commit_every=1_000, faults={"abort_every": 3},
     )  # fmt: skip
     port = free_port()
     bridge = bridges(**s, http_port=port)

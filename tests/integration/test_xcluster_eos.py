@@ -5,7 +5,8 @@ the source on the session broker (``kafka``), the target on a second one (``targ
 ``XCLUSTER_RECORDS`` sets the size of the SIGKILL and zombie tests (the issue's figure is
 100,000; the suite runs 20,000 and 12,000). Both count per key (a stateful pipeline) and check the
 counts against the input. The paused-zombie test fails when fencing is switched off: run it with
-``EOS_BRIDGE_TEST_UNSAFE_SHARED_TXN_ID=1`` (every task then shares one id per instance)."""
+``XCLUSTER_SHARED_TXN_ID=1`` (the test rig then starts both bridges with the launcher's
+``--shared-transactional-id``: every task shares one id per instance)."""
 
 from __future__ import annotations
 
@@ -36,6 +37,7 @@ RECORDS = int(os.environ.get("XCLUSTER_RECORDS", "20000"))
 # The zombie's own size: 12,000 in the suite (what it proves needs few), the issue's 100,000
 # with XCLUSTER_RECORDS.
 ZOMBIE_RECORDS = int(os.environ.get("XCLUSTER_RECORDS", "12000"))
+SHARED_ID_ENV = "XCLUSTER_SHARED_TXN_ID"  # the test rig's own switch: fencing off, to see it fail
 
 
 def _setup(
@@ -83,7 +85,7 @@ def test_count_across_clusters_through_two_sigkills(
 @pytest.mark.parametrize("stateful", [False, True], ids=["stateless", "count"])
 def test_paused_zombie_across_clusters_is_fenced(
     kafka: KafkaFixture, target_kafka: KafkaFixture, tmp_path: Path, bridges: Make,
-    monkeypatch: pytest.MonkeyPatch, stateful: bool,
+    stateful: bool,
 ) -> None:  # fmt: skip
     """A paused with its transaction open (output produced, offsets not yet), B takes all
     partitions and commits past it, A wakes and tries to commit: its task producers were
@@ -91,7 +93,7 @@ def test_paused_zombie_across_clusters_is_fenced(
 
     ``stateless`` is the fencing proof: A's open transaction outlives its pause by far (the
     broker's longest transaction timeout), so only fencing can stop it — with
-    ``EOS_BRIDGE_TEST_UNSAFE_SHARED_TXN_ID=1`` it fails with duplicates. ``count`` (a stateful
+    ``XCLUSTER_SHARED_TXN_ID=1`` it fails with duplicates. ``count`` (a stateful
     count, the issue's acceptance form) has a second line of defence that fencing-off does not
     get past: B's restore reads A's changelog partitions read_committed to their end, so B
     waits until A's transaction ends (fenced, or aborted by its 60 s timeout) before it goes on.
@@ -105,11 +107,13 @@ def test_paused_zombie_across_clusters_is_fenced(
         else {"transaction_timeout_ms": 900_000}
     )
     s, feeder = _setup(kafka, target_kafka, n, consumer=consumer, **extra)
-    monkeypatch.setenv("EOS_BRIDGE_TEST_PAUSE_FILE", str(pause))
-    a = bridges(**s, state_dir=str(tmp_path / "state-a")).start()
+    shared = {"shared_transactional_id": True} if os.environ.get(SHARED_ID_ENV) == "1" else {}
+    a = bridges(
+        **s, state_dir=str(tmp_path / "state-a"), faults={"pause_file": pause, **shared}
+    ).start()
     xfeed_and_catch_up(kafka, target_kafka, feeder, s, 2_000, [a])
-    monkeypatch.delenv("EOS_BRIDGE_TEST_PAUSE_FILE")
-    b = bridges(**{**s, "instance_id": "i1", "state_dir": str(tmp_path / "state-b")}).start()
+    b_settings = {**s, "instance_id": "i1", "state_dir": str(tmp_path / "state-b")}
+    b = bridges(**b_settings, faults=shared).start()
     wait_until(lambda: _owns(b, 2) or alive([a, b]), 180, "B to own two partitions")
     xfeed_and_catch_up(kafka, target_kafka, feeder, s, 2_000, [a, b])
     pause.touch()  # A stops itself at its next checkpoint, before writing the offsets

@@ -12,7 +12,6 @@ from typing import Any
 from pyspark.sql import SparkSession
 
 from spark_jobs.config import KafkaSource, StreamConfig
-from spark_jobs.faults import FAULT_ENV
 from spark_jobs.stream import StreamSummary, run_stream
 from tests.spark.compare import assert_same_aggregates
 from tests.spark.data import (
@@ -69,8 +68,9 @@ class CrashingJob:
             "--max-offsets-per-trigger", str(MAX_OFFSETS),
         ]  # fmt: skip
         log = self.workdir / f"crashed-run-{batch}-{point}.log"
-        env = {FAULT_ENV: f"{point}:{batch}"}
-        assert run_module("spark_jobs.stream", args, env, log, TIMEOUT_S) == exit_code, tail(log)
+        crash = ["--crash", f"{point}:{batch}"]
+        code = run_module("tests.spark.faulty_stream", [*crash, *args], {}, log, TIMEOUT_S)
+        assert code == exit_code, tail(log)
         queries = self.checkpoint / "aggregates"
         assert (queries / "offsets" / str(batch)).exists(), f"batch {batch} never started"
         assert not (queries / "commits" / str(batch)).exists(), f"batch {batch} completed"

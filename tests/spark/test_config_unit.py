@@ -2,20 +2,25 @@
 
 from __future__ import annotations
 
+import inspect
 import json
 import signal
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
 from spark_jobs import backfill, cli, stream
 from spark_jobs.config import KafkaRange, KafkaSource, RecordFields, StreamConfig, WindowSpec
 from spark_jobs.errors import JobConfigError
-from spark_jobs.faults import AFTER_DELTA_WRITE, AFTER_KAFKA_COMMIT, FAULT_ENV, FAULT_EXIT_CODE
+from spark_jobs.faults import AFTER_DELTA_WRITE, AFTER_KAFKA_COMMIT, NO_FAULTS
 from spark_jobs.fixed import fixed_spec
 from spark_jobs.results import KafkaResults, Marker, ResultsTarget
 from spark_jobs.spec import KafkaOutput, OutputSpec
+from tests.spark.faulty_stream import FAULT_EXIT_CODE
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 def _stream_args(*extra: str) -> list[str]:
@@ -93,25 +98,31 @@ def test_missing_bootstrap_is_named() -> None:
         StreamConfig(source=KafkaSource("", "out"), table="/t", checkpoint="/c")
 
 
-def test_fault_point_is_inert_unless_named_for_that_batch() -> None:
+def test_fault_point_fires_only_at_its_point_of_its_batch() -> None:
     code = (
-        "from spark_jobs.faults import crash_point\n"
-        f"crash_point({AFTER_DELTA_WRITE!r}, 0)\n"
-        f"crash_point({AFTER_DELTA_WRITE!r}, 2)\n"
+        "import sys\n"
+        "from tests.spark.faulty_stream import CrashAt\n"
+        "faults = CrashAt.parse(sys.argv[1])\n"
+        f"faults.at({AFTER_DELTA_WRITE!r}, 0)\n"
+        f"faults.at({AFTER_DELTA_WRITE!r}, 2)\n"
         "print('survived')\n"
     )
     for spec, want in (
-        (None, 0),
         (f"{AFTER_DELTA_WRITE}:1", 0),
         (f"{AFTER_DELTA_WRITE}:2", FAULT_EXIT_CODE),
         (f"{AFTER_KAFKA_COMMIT}:2", 0),  # another point
     ):
-        env = {FAULT_ENV: spec} if spec else {}
         proc = subprocess.run(
-            [sys.executable, "-c", code], env={"PATH": "", **env}, capture_output=True, check=False
-        )
+            [sys.executable, "-c", code, spec], cwd=REPO, env={"PATH": "", "PYTHONPATH": str(REPO)},
+            capture_output=True, check=False,
+        )  # fmt: skip
         assert proc.returncode == want, (spec, proc.stderr)
         assert (b"survived" in proc.stdout) == (want == 0)
+
+
+def test_the_jobs_own_composition_has_no_fault() -> None:
+    NO_FAULTS.at(AFTER_DELTA_WRITE, 0)  # does nothing: the job reads no fault switch
+    assert inspect.signature(stream.launch).parameters["faults"].default is NO_FAULTS
 
 
 def test_the_kafka_results_target_defaults_from_the_job_and_the_bridge_settings() -> None:
@@ -131,9 +142,12 @@ def test_the_kafka_results_target_defaults_from_the_job_and_the_bridge_settings(
 
 
 def test_the_kafka_fault_points_sigkill_the_process() -> None:
-    code = f"from spark_jobs.faults import crash_point\ncrash_point({AFTER_KAFKA_COMMIT!r}, 3)\n"
-    env = {"PATH": "", FAULT_ENV: f"{AFTER_KAFKA_COMMIT}:3"}
-    proc = subprocess.run([sys.executable, "-c", code], env=env, check=False)
+    code = (
+        "from tests.spark.faulty_stream import CrashAt\n"
+        f"CrashAt({AFTER_KAFKA_COMMIT!r}, 3).at({AFTER_KAFKA_COMMIT!r}, 3)\n"
+    )
+    env = {"PATH": "", "PYTHONPATH": str(REPO)}
+    proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, check=False)
     assert proc.returncode == -signal.SIGKILL
 
 

@@ -9,8 +9,9 @@ import pytest
 from pyspark.sql import SparkSession
 
 from spark_jobs.config import WindowSpec
-from spark_jobs.faults import AFTER_DELTA_WRITE, FAULT_EXIT_CODE
+from spark_jobs.faults import AFTER_DELTA_WRITE
 from tests.spark.crashes import RSD, CrashingJob, seeded_topic
+from tests.spark.faulty_stream import FAULT_EXIT_CODE
 from tests.spark.tables import delta_txns
 from tests.support.kafka import KafkaFixture
 

@@ -25,12 +25,12 @@ from spark_jobs.faults import (
     AFTER_KAFKA_COMMIT,
     BEFORE_DELTA_WRITE,
     BEFORE_KAFKA_COMMIT,
-    FAULT_EXIT_CODE,
 )
 from spark_jobs.fixed import fixed_spec
 from spark_jobs.results import BATCH_HEADER, QUERY_HEADER
 from spark_jobs.spec import AggregationSpec, parse_spec
 from tests.spark.crashes import RSD, SIGKILLED, CrashingJob, seeded_topic
+from tests.spark.faulty_stream import FAULT_EXIT_CODE
 from tests.spark.reference import WindowKey, WindowStats
 from tests.spark.tables import delta_txns, read_table
 from tests.support.kafka import KafkaFixture

@@ -1,4 +1,6 @@
-"""Run the bridge as a real subprocess (``python -m app run``), as users do."""
+"""Run the bridge as a real subprocess (``python -m app run``), as users do; with ``faults``,
+through the test rig's launcher (``python -m tests.support.faulty_bridge``), which composes
+the same bridge with the test's faults."""
 
 from __future__ import annotations
 
@@ -9,7 +11,7 @@ import sys
 import threading
 import urllib.error
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -29,10 +31,17 @@ class BridgeProcess:
     """One bridge instance; ``env`` entries become BRIDGE_* settings.
 
     ``command``, ``pythonpath`` and ``cwd`` say which code runs (the working tree by default;
-    the rolling upgrade test points them at an earlier version's wheel).
+    the rolling upgrade test points them at an earlier version's wheel). ``faults``: the
+    launcher's options without their dashes, e.g. ``{"abort_every": 3}``.
     """
 
-    def __init__(self, log_dir: Path, name: str = "bridge", **settings: Any) -> None:
+    def __init__(
+        self,
+        log_dir: Path,
+        name: str = "bridge",
+        faults: Mapping[str, object] | None = None,
+        **settings: Any,
+    ) -> None:
         self.log_path = log_dir / f"{name}.log"
         # EOS_BRIDGE_TEST_SETTINGS='{"pipelined_commit": true}': a whole suite with a setting
         # on (a test's own settings win)
@@ -41,6 +50,8 @@ class BridgeProcess:
         self.proc: subprocess.Popen[bytes] | None = None
         self.starts = 0
         self.command = [sys.executable, "-m", "app", "run"]
+        if faults:
+            self.command = [sys.executable, "-m", "tests.support.faulty_bridge", *_flags(faults)]
         self.pythonpath = str(REPO)
         self.cwd = REPO
 
@@ -102,6 +113,17 @@ class BridgeProcess:
             assert self.proc is not None
             self.proc.kill()
             self.proc.wait(30)
+
+
+def _flags(faults: Mapping[str, object]) -> list[str]:
+    """Launcher options: ``{"abort_every": 3, "shared_transactional_id": True}`` →
+    ``--abort-every 3 --shared-transactional-id``."""
+    flags: list[str] = []
+    for name, value in faults.items():
+        flags.append("--" + name.replace("_", "-"))
+        if value is not True:
+            flags.append(str(value))
+    return flags
 
 
 def wait_caught_up(

@@ -20,6 +20,7 @@ from app.ops.health import Health
 from app.ops.metrics import Metrics
 from app.sink.refusals import Refusals
 from app.state.backend import NoState
+from tests.support.faults import bridge_faults
 from tests.unit.fakes import FakeConsumer, FakeProducer, idle_watchdog, kafka_exc
 
 
@@ -68,7 +69,7 @@ class Rig:
 
     def __init__(
         self,
-        fault_abort_every: int = 0,
+        abort_every_k: int = 0,
         max_age: float = 30.0,
         interval: float = 60.0,
         clock: Callable[[], float] = time.monotonic,
@@ -87,7 +88,7 @@ class Rig:
         self.checkpoint = Checkpoint(
             self.consumer, self.txn, FlushLog(self.log), self.state, self.metrics,  # type: ignore[arg-type]
             interval=interval, every=0, flush_timeout=5.0, max_age=max_age,
-            fault_abort_every=fault_abort_every, clock=clock,
+            faults=bridge_faults(abort_every_k), clock=clock,
         )  # fmt: skip
         health = Health(30.0)
         state: Any = self.state
@@ -150,7 +151,7 @@ def test_a_failed_commit_writes_no_local_state() -> None:
 
 
 def test_fault_injection_aborts_every_kth_checkpoint_with_its_own_reason() -> None:
-    rig = Rig(fault_abort_every=2)
+    rig = Rig(abort_every_k=2)
     rig.checkpoint.record(1, started=0.0)
     rig.checkpoint.commit()
     rig.checkpoint.record(1, started=0.0)
@@ -219,7 +220,7 @@ def test_a_commit_slower_than_the_interval_leaves_a_minimum_pause() -> None:
 
 def test_an_aborted_checkpoint_restarts_the_interval_from_now() -> None:
     clock = Clock()
-    rig = Rig(interval=1.0, clock=clock, fault_abort_every=1)
+    rig = Rig(interval=1.0, clock=clock, abort_every_k=1)
     rig.checkpoint.record(5, started=0.0)
     clock.now = 1.0
     with pytest.raises(CheckpointAborted):
@@ -281,7 +282,7 @@ def test_committed_offsets_unavailable_means_not_due_yet() -> None:
 
 
 def test_an_offsets_only_commit_is_not_a_fault_injection_turn() -> None:
-    rig = Rig(interval=0.0, fault_abort_every=1)
+    rig = Rig(interval=0.0, abort_every_k=1)
     rig.consumer.committed_offsets = {("in", 0): 7}
     assert rig.checkpoint.due()
     rig.checkpoint.commit()
