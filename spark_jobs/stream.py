@@ -36,6 +36,7 @@ from spark_jobs.errors import SparkJobError
 from spark_jobs.failures import run_job
 from spark_jobs.faults import AFTER_DELTA_WRITE, BEFORE_DELTA_WRITE, crash_point
 from spark_jobs.fixed import fixed_spec
+from spark_jobs.iceberg.sink import FaultHook, IcebergSink, open_iceberg
 from spark_jobs.parse import BAD_RECORD_SCHEMA
 from spark_jobs.plan import AggregationPlan
 from spark_jobs.preflight import check_topics
@@ -72,11 +73,16 @@ class BatchSink:
     the Kafka results topic (written once per batch id, :mod:`spark_jobs.results`)."""
 
     def __init__(
-        self, table: str, merge_keys: list[str] | None, results: KafkaResults | None = None
+        self,
+        table: str,
+        merge_keys: list[str] | None,
+        results: KafkaResults | None = None,
+        iceberg: IcebergSink | None = None,
     ) -> None:
         self.table = table
         self.merge_keys = merge_keys
         self.results = results
+        self.iceberg = iceberg
         self.rows_written = 0
 
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
@@ -91,6 +97,8 @@ class BatchSink:
                 else:
                     append_once(batch, self.table, txn)
                 crash_point(AFTER_DELTA_WRITE, batch_id)
+                if self.iceberg is not None:
+                    self.iceberg.write(batch, txn.app_id, batch_id)
                 if self.results is not None:
                     self.results.write(batch, txn.app_id, batch_id)
         finally:
@@ -173,7 +181,9 @@ def job_plan(cfg: StreamConfig) -> AggregationPlan:
     return AggregationPlan.compile(cfg.spec or fixed_spec(cfg.fields, cfg.window), cfg.python)
 
 
-def start_stream(spark: SparkSession, cfg: StreamConfig) -> RunningStream:
+def start_stream(
+    spark: SparkSession, cfg: StreamConfig, iceberg_fault: FaultHook | None = None
+) -> RunningStream:
     """Check the paths and topics, create or evolve the tables and start the queries."""
     _check_paths(cfg)
     plan = job_plan(cfg)
@@ -185,11 +195,12 @@ def start_stream(spark: SparkSession, cfg: StreamConfig) -> RunningStream:
         ensure_table(spark, cfg.bad_table, BAD_RECORD_SCHEMA)
 
     results = _open_results(cfg, plan)
+    iceberg = open_iceberg(spark, plan, iceberg_fault)
     good = plan.parse(_raw(spark, cfg)).good
     if not keep_bad:  # counted here, as no bad-records query reads them
         good = good.observe(GOOD_ROWS, F.count(F.lit(1)).alias("rows"))
     rows = plan.aggregate(plan.records(good, streaming=True))
-    rows_sink = BatchSink(cfg.table, plan.merge_keys, results)
+    rows_sink = BatchSink(cfg.table, plan.merge_keys, results, iceberg)
     updates = rows.writeStream.outputMode(plan.output_mode)
     aggregates = _configure(updates, cfg, "aggregates").foreachBatch(rows_sink).start()
     if not keep_bad:
@@ -270,10 +281,13 @@ def _log_progress(query: StreamingQuery, logged: dict[str, int]) -> None:
 
 
 def run_stream(
-    spark: SparkSession, cfg: StreamConfig, stop: threading.Event | None = None
+    spark: SparkSession,
+    cfg: StreamConfig,
+    stop: threading.Event | None = None,
+    iceberg_fault: FaultHook | None = None,
 ) -> StreamSummary:
     """Start the job and wait for it; see :func:`wait_for`."""
-    return wait_for(start_stream(spark, cfg), stop)
+    return wait_for(start_stream(spark, cfg, iceberg_fault), stop)
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
@@ -340,19 +354,24 @@ def config_from(args: argparse.Namespace) -> StreamConfig:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    return launch(argv)
+
+
+def launch(argv: Sequence[str] | None, iceberg_fault: FaultHook | None = None) -> int:
+    """The job; ``iceberg_fault`` is a test launcher's crash hook around the Iceberg commit."""
     args = parse_args(argv)
     cli.setup_logging(args.log_level)
-    return run_job("spark_jobs.stream", lambda: _main(args))
+    return run_job("spark_jobs.stream", lambda: _main(args, iceberg_fault))
 
 
-def _main(args: argparse.Namespace) -> int:
+def _main(args: argparse.Namespace, iceberg_fault: FaultHook | None = None) -> int:
     cfg = config_from(args)
     _check_paths(cfg)  # before Spark starts: a mistake here costs no JVM start-up
     check_registry(cfg.source)
     spark = build_session("eos-bridge-stream", args.master or None, cli.spark_conf_from(args))
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    summary = run_stream(spark, cfg, stop)
+    summary = run_stream(spark, cfg, stop, iceberg_fault)
     print(f"stream summary: {summary}")
     if args.show:
         cli.print_table(spark, cfg.table, args.show)
