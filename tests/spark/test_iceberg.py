@@ -20,6 +20,7 @@ from spark_jobs.spec import AggregationSpec, parse_spec
 from spark_jobs.stream import run_stream
 from tests.spark.data import first_window_ms
 from tests.spark.iceberg_tables import batch_commits, iceberg_rows, rest_reader
+from tests.spark.jobs import run_module, tail
 from tests.spark.spec_data import (
     BAD_VALUES,
     Click,
@@ -101,3 +102,53 @@ def test_streamed_spec_to_iceberg_equals_the_plain_python_reference(
     bad = spark.read.format("delta").load(cfg.bad_table).collect()
     expected_bad = {(r.partition, r.offset) for r in topic.records if typed(r.value, spec) is None}
     assert {(b.partition, b.offset) for b in bad} == expected_bad and len(expected_bad) >= 2
+
+
+CRASHES = (("after_commit", 1), ("before_commit", 2), ("after_commit", 3), ("before_commit", 4))
+SIGKILLED = -9
+
+
+@pytest.mark.chaos
+def test_driver_sigkilled_around_the_catalog_commit_commits_each_batch_once(
+    spark: SparkSession,
+    kafka: KafkaFixture,
+    rest_catalog: LocalRestCatalog,
+    topic: Topic,
+    tmp_path: Path,
+) -> None:
+    reader = rest_reader(rest_catalog.uri)
+    reader.create_namespace_if_not_exists(NAMESPACE)
+    running_total = parse_spec({**spec_c(topic.name).model_dump(), "bad_records": False})
+    spec = to_iceberg(running_total, rest_catalog, "crashed")  # one streaming query, not two
+    spec_file = tmp_path / "spec.json"
+    spec_file.write_text(spec.model_dump_json(exclude_none=True))
+    cfg = StreamConfig(
+        source=KafkaSource(kafka.bootstrap, topic.name),
+        table=str(tmp_path / "table"),
+        checkpoint=str(tmp_path / "checkpoint"),
+        max_offsets_per_trigger=50,  # ~7 micro-batches: the crashes land in the middle
+        spec=spec,
+    )
+    args = [
+        "--spec", str(spec_file), "--bootstrap", kafka.bootstrap, "--topic", topic.name,
+        "--table", cfg.table, "--checkpoint", cfg.checkpoint, "--max-offsets-per-trigger", "50",
+    ]  # fmt: skip
+    for point, batch in CRASHES:
+        log = tmp_path / f"crash-{point}-{batch}.log"
+        code = run_module("tests.spark.iceberg_launcher", [point, str(batch), *args], {}, log, 600)
+        assert code == SIGKILLED, tail(log)
+        commits = batch_commits(reader.load_table(f"{NAMESPACE}.crashed"))
+        assert set(commits.values()) == {1}, f"a replayed batch was committed again: {commits}"
+        ids = [b for _, b in commits]
+        # The crash landed where intended: the batch is in the table after its commit only.
+        assert (batch in ids) == (point == "after_commit"), (point, batch, ids)
+
+    summary = run_stream(spark, cfg)
+    assert summary.batch_ids[0] == CRASHES[-1][1], "Spark did not replay the interrupted batch"
+
+    table = reader.load_table(f"{NAMESPACE}.crashed")
+    assert iceberg_rows(table, spec) == reference_c(topic.records, spec)
+    commits = batch_commits(table)
+    assert len({query for query, _ in commits}) == 1, "the restarted query must keep its id"
+    assert set(commits.values()) == {1}, f"a batch was committed twice: {commits}"
+    assert sorted(b for _, b in commits) == list(range(len(commits)))
