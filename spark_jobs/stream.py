@@ -36,7 +36,7 @@ from spark_jobs.errors import SparkJobError
 from spark_jobs.failures import run_job
 from spark_jobs.faults import AFTER_DELTA_WRITE, BEFORE_DELTA_WRITE, crash_point
 from spark_jobs.fixed import fixed_spec
-from spark_jobs.iceberg.sink import FaultHook, IcebergSink, open_iceberg
+from spark_jobs.iceberg.sink import FaultHook, IcebergSink, check_catalog, open_iceberg
 from spark_jobs.parse import BAD_RECORD_SCHEMA
 from spark_jobs.plan import AggregationPlan
 from spark_jobs.preflight import check_topics
@@ -368,6 +368,7 @@ def _main(args: argparse.Namespace, iceberg_fault: FaultHook | None = None) -> i
     cfg = config_from(args)
     _check_paths(cfg)  # before Spark starts: a mistake here costs no JVM start-up
     check_registry(cfg.source)
+    check_catalog(cfg.spec)
     spark = build_session("eos-bridge-stream", args.master or None, cli.spark_conf_from(args))
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())

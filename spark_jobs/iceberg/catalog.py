@@ -58,7 +58,10 @@ def catalog_error(target: IcebergTarget, exc: BaseException) -> BaseException:
             "check ICEBERG_CATALOG_TOKEN / ICEBERG_CATALOG_CREDENTIAL"
         )
     if isinstance(exc, _UNREACHABLE):
-        return InfrastructureError(f"{target.where}: the catalog is unreachable ({_short(detail)})")
+        # requests' own text nests its causes ("Caused by ..."): its class says enough.
+        return InfrastructureError(
+            f"{target.where}: the catalog is unreachable ({type(exc).__name__})"
+        )
     if isinstance(exc, RESTError):
         return JobConfigError(f"{target.where}: the catalog refuses the request ({_short(detail)})")
     return exc

@@ -1,14 +1,15 @@
 """One Iceberg commit per micro-batch, never two: the batch id lives in the snapshot summary.
 
 Each micro-batch's rows (absolute values from the streaming state, keyed by the merge keys)
-are upserted in one catalog transaction whose snapshots carry ``eosbridge.query`` (the
-streaming query's id, kept in Spark's checkpoint), ``eosbridge.batch`` (the micro-batch id)
-and ``eosbridge.commit`` (a fresh id per commit). Before committing, the table's snapshot
-history is searched for the (query, batch) pair: a batch Spark replays after a crash that came
-after its commit is found there and not written again. The check and the commit are one
-optimistic commit: pyiceberg's commit requires the branch to still be at the snapshot the
-check read (``assert-ref-snapshot-id``), so a concurrent writer's commit in between makes ours
-fail; we then refresh and check again. Two writers of one batch are never both applied.
+replace the rows of their groups in one catalog transaction whose snapshots carry
+``eosbridge.query`` (the streaming query's id, kept in Spark's checkpoint),
+``eosbridge.batch`` (the micro-batch id) and ``eosbridge.commit`` (a fresh id per commit).
+Before committing, the table's snapshot history is searched for the (query, batch) pair: a
+batch that Spark replays after a crash that came after its commit is found there and not
+written again. The check and the commit are one optimistic commit: pyiceberg's commit
+requires the branch to still be at the snapshot the check read (``assert-ref-snapshot-id``),
+so a concurrent writer's commit in between makes ours fail; we then refresh and check again.
+Two writers of one batch are never both applied.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import pyarrow as pa  # type: ignore[import-untyped]
 from pyiceberg.catalog import Catalog
 from pyiceberg.exceptions import CommitFailedException
 from pyiceberg.table import Table
+from pyiceberg.table.upsert_util import create_match_filter
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import StructType
@@ -31,6 +33,7 @@ from spark_jobs.evolution import Shape, added_columns
 from spark_jobs.iceberg.catalog import catalog_error, open_catalog
 from spark_jobs.iceberg.settings import IcebergTarget
 from spark_jobs.plan import AggregationPlan
+from spark_jobs.spec import AggregationSpec
 
 log = logging.getLogger("spark_jobs.iceberg")
 
@@ -115,7 +118,10 @@ class IcebergSink:
                 return 0
             tx = table.transaction()
             if self.merge_keys:
-                tx.upsert(rows, join_cols=self.merge_keys, snapshot_properties=props)
+                # Replace the batch's groups, never skip an unchanged row (as upsert does): a
+                # commit per batch, so the batch id is in the history for the next check.
+                keys = create_match_filter(rows, self.merge_keys)
+                tx.overwrite(rows, overwrite_filter=keys, snapshot_properties=props)
             else:
                 tx.append(rows, snapshot_properties=props)
             self._crash("before_commit", batch_id)
@@ -148,3 +154,9 @@ def open_iceberg(
     sink = IcebergSink(IcebergTarget.of(out), plan.merge_keys, fault)
     sink.open(schema, shape)
     return sink
+
+
+def check_catalog(spec: AggregationSpec | None) -> None:
+    """Before Spark starts: the spec's catalog answers and knows its namespace (one line)."""
+    if spec is not None and spec.output.iceberg is not None:
+        open_catalog(IcebergTarget.of(spec.output.iceberg))
