@@ -19,7 +19,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from spark_jobs.errors import JobConfigError
-from spark_jobs.iceberg.settings import IcebergOutput
+from spark_jobs.iceberg_output import IcebergOutput
 
 INTERVAL = re.compile(r"^\s*[1-9]\d*\s+(second|minute|hour|day|week)s?\s*$")
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")

@@ -1,50 +1,17 @@
-"""``output.iceberg`` of the aggregation spec, and the target it resolves to."""
+"""The target ``output.iceberg`` of the aggregation spec resolves to."""
 
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from pydantic import BaseModel, ConfigDict, field_validator
+from spark_jobs.iceberg_output import IcebergOutput
 
-# Iceberg identifiers the REST spec and every catalog accept: no dots (a dot separates levels).
-_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 # Catalog credentials come from the environment (the chart maps a Secret to them), never from
 # the spec, which lives in a ConfigMap.
 TOKEN_ENV = "ICEBERG_CATALOG_TOKEN"
 CREDENTIAL_ENV = "ICEBERG_CATALOG_CREDENTIAL"  # OAuth2 client credentials, "id:secret"
-
-
-class IcebergOutput(BaseModel):
-    """The results also go to an Iceberg table, one catalog commit per micro-batch.
-
-    ``uri`` is a REST catalog (``http://...``); without it the table lives in an embedded SQL
-    catalog (SQLite) under ``warehouse``, for local runs.
-    """
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    namespace: str
-    table: str
-    uri: str | None = None
-    warehouse: str | None = None  # REST: the catalog's default; embedded: required
-    catalog: str = "default"  # the catalog's name, in pyiceberg's sense
-
-    @field_validator("namespace", "table")
-    @classmethod
-    def _identifier(cls, value: str) -> str:
-        if not _IDENT.match(value):
-            raise ValueError(f"{value!r} is not an Iceberg identifier (letters, digits, _)")
-        return value
-
-    @field_validator("warehouse")
-    @classmethod
-    def _not_blank(cls, value: str | None) -> str | None:
-        if value is not None and not value.strip():
-            raise ValueError("must not be empty (leave it out for the default)")
-        return value
 
 
 @dataclass(slots=True, frozen=True)

@@ -13,7 +13,8 @@ from pyiceberg.exceptions import UnauthorizedError
 from devkit.iceberg.server import LocalRestCatalog
 from spark_jobs.errors import JobConfigError
 from spark_jobs.iceberg.catalog import catalog_error
-from spark_jobs.iceberg.settings import IcebergOutput, IcebergTarget
+from spark_jobs.iceberg.settings import IcebergTarget
+from spark_jobs.iceberg_output import IcebergOutput
 from tests.spark.test_job_errors import _job, _spec, assert_one_line
 
 pytestmark = pytest.mark.spark
