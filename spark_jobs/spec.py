@@ -19,6 +19,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from spark_jobs.errors import JobConfigError
+from spark_jobs.iceberg_output import IcebergOutput
 
 INTERVAL = re.compile(r"^\s*[1-9]\d*\s+(second|minute|hour|day|week)s?\s*$")
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -230,6 +231,7 @@ class OutputSpec(_Model):
     table: str | None = None
     merge_keys: list[str] | None = None  # default: group_by + window_start
     kafka: KafkaOutput | None = None
+    iceberg: IcebergOutput | None = None
 
 
 class AggregationSpec(_Model):

@@ -36,6 +36,7 @@ from spark_jobs.errors import SparkJobError
 from spark_jobs.failures import run_job
 from spark_jobs.faults import AFTER_DELTA_WRITE, BEFORE_DELTA_WRITE, NO_FAULTS, Faults
 from spark_jobs.fixed import fixed_spec
+from spark_jobs.iceberg.sink import FaultHook, IcebergSink, check_catalog, open_iceberg
 from spark_jobs.parse import BAD_RECORD_SCHEMA
 from spark_jobs.plan import AggregationPlan
 from spark_jobs.preflight import check_topics
@@ -77,11 +78,13 @@ class BatchSink:
         merge_keys: list[str] | None,
         results: KafkaResults | None = None,
         faults: Faults = NO_FAULTS,
+        iceberg: IcebergSink | None = None,
     ) -> None:
         self.faults = faults
         self.table = table
         self.merge_keys = merge_keys
         self.results = results
+        self.iceberg = iceberg
         self.rows_written = 0
 
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
@@ -96,6 +99,8 @@ class BatchSink:
                 else:
                     append_once(batch, self.table, txn)
                 self.faults.at(AFTER_DELTA_WRITE, batch_id)
+                if self.iceberg is not None:
+                    self.iceberg.write(batch, txn.app_id, batch_id)
                 if self.results is not None:
                     self.results.write(batch, txn.app_id, batch_id)
         finally:
@@ -179,10 +184,13 @@ def job_plan(cfg: StreamConfig) -> AggregationPlan:
 
 
 def start_stream(
-    spark: SparkSession, cfg: StreamConfig, faults: Faults = NO_FAULTS
+    spark: SparkSession,
+    cfg: StreamConfig,
+    faults: Faults = NO_FAULTS,
+    iceberg_fault: FaultHook | None = None,
 ) -> RunningStream:
     """Check the paths and topics, create or evolve the tables and start the queries;
-    ``faults``: a test rig's (:mod:`spark_jobs.faults`)."""
+    ``faults``, ``iceberg_fault``: a test rig's (:mod:`spark_jobs.faults`)."""
     _check_paths(cfg)
     plan = job_plan(cfg)
     keep_bad = plan.spec.bad_records
@@ -193,11 +201,12 @@ def start_stream(
         ensure_table(spark, cfg.bad_table, BAD_RECORD_SCHEMA)
 
     results = _open_results(cfg, plan, faults)
+    iceberg = open_iceberg(spark, plan, iceberg_fault)
     good = plan.parse(_raw(spark, cfg)).good
     if not keep_bad:  # counted here, as no bad-records query reads them
         good = good.observe(GOOD_ROWS, F.count(F.lit(1)).alias("rows"))
     rows = plan.aggregate(plan.records(good, streaming=True))
-    rows_sink = BatchSink(cfg.table, plan.merge_keys, results, faults)
+    rows_sink = BatchSink(cfg.table, plan.merge_keys, results, faults, iceberg)
     updates = rows.writeStream.outputMode(plan.output_mode)
     aggregates = _configure(updates, cfg, "aggregates").foreachBatch(rows_sink).start()
     if not keep_bad:
@@ -284,9 +293,10 @@ def run_stream(
     cfg: StreamConfig,
     stop: threading.Event | None = None,
     faults: Faults = NO_FAULTS,
+    iceberg_fault: FaultHook | None = None,
 ) -> StreamSummary:
     """Start the job and wait for it; see :func:`wait_for`."""
-    return wait_for(start_stream(spark, cfg, faults), stop)
+    return wait_for(start_stream(spark, cfg, faults, iceberg_fault), stop)
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
@@ -356,21 +366,31 @@ def main(argv: Sequence[str] | None = None) -> int:
     return launch(argv)
 
 
-def launch(argv: Sequence[str] | None, faults: Faults = NO_FAULTS) -> int:
-    """:func:`main` composed with ``faults`` (the test rig's launcher hands in its own)."""
+def launch(
+    argv: Sequence[str] | None,
+    faults: Faults = NO_FAULTS,
+    iceberg_fault: FaultHook | None = None,
+) -> int:
+    """:func:`main` composed with a test rig's ``faults`` and ``iceberg_fault`` (a crash hook
+    around the Iceberg commit); the job itself has none."""
     args = parse_args(argv)
     cli.setup_logging(args.log_level)
-    return run_job("spark_jobs.stream", lambda: _main(args, faults))
+    return run_job("spark_jobs.stream", lambda: _main(args, faults, iceberg_fault))
 
 
-def _main(args: argparse.Namespace, faults: Faults = NO_FAULTS) -> int:
+def _main(
+    args: argparse.Namespace,
+    faults: Faults = NO_FAULTS,
+    iceberg_fault: FaultHook | None = None,
+) -> int:
     cfg = config_from(args)
     _check_paths(cfg)  # before Spark starts: a mistake here costs no JVM start-up
     check_registry(cfg.source)
+    check_catalog(cfg.spec)
     spark = build_session("eos-bridge-stream", args.master or None, cli.spark_conf_from(args))
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    summary = run_stream(spark, cfg, stop, faults)
+    summary = run_stream(spark, cfg, stop, faults, iceberg_fault)
     print(f"stream summary: {summary}")
     if args.show:
         cli.print_table(spark, cfg.table, args.show)

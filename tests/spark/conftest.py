@@ -8,6 +8,7 @@ from collections.abc import Iterator
 import pytest
 from pyspark.sql import SparkSession
 
+from devkit.iceberg.server import LocalRestCatalog
 from spark_jobs.session import build_session
 from tests.spark.standalone import StandaloneCluster
 
@@ -31,3 +32,10 @@ def standalone(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StandaloneC
         yield cluster
     finally:
         cluster.stop()
+
+
+@pytest.fixture(scope="session")
+def rest_catalog(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalRestCatalog]:
+    """Apache Iceberg's REST catalog fixture server on loopback, its warehouse in a temp dir."""
+    with LocalRestCatalog(tmp_path_factory.mktemp("iceberg-rest")) as catalog:
+        yield catalog
