@@ -3,7 +3,7 @@
 Whatever the error's code or wording, a transaction that aborts ``after_aborts`` times in a
 row without a commit means something in it cannot be written and no earlier rung of the
 ladder recognised it. The loop then narrows the input down (halving the batch, each batch in
-its own transaction) until one record alone aborts its transaction; that record is
+its own transaction) until one record alone aborts its transaction twice; that record is
 dead-lettered (``OutputRefused``) in the next one, then, if that is refused too, as its
 smallest dead letter (no value, no headers of its own, a key so that a compacted DLQ takes
 it); if even that aborts, the process exits 3 naming the record. Then back to normal
@@ -24,6 +24,9 @@ log = logging.getLogger(__name__)
 Where = tuple[str, int, int]  # topic, partition, offset
 AFTER_ABORTS = 5  # the default of isolation_after_aborts
 FULL, SMALLEST = 1, 2  # the dead-letter forms a blamed record goes through, in order
+# Aborts of a record alone before it is blamed: the transaction after an abort can fail for
+# what the aborted one left in the producer (an innocent record gets a second try).
+ALONE = 2
 
 
 @dataclass(slots=True)
@@ -42,6 +45,7 @@ class Isolation:
     _open: list[Where] = field(default_factory=list)  # records of the open transaction
     _blamed: dict[Where, int] = field(default_factory=dict)  # record → dead-letter form
     _errors: dict[Where, str] = field(default_factory=dict)
+    _alone: dict[Where, int] = field(default_factory=dict)  # record → aborts of it alone
 
     @property
     def active(self) -> bool:
@@ -50,7 +54,7 @@ class Isolation:
 
     def bound(self) -> int:
         """The most aborts in a row before a dead letter commits or the process exits 3."""
-        return self.after_aborts + self.batch_size.bit_length() + 2
+        return self.after_aborts + self.batch_size.bit_length() + ALONE + 1
 
     def size(self, normal: int) -> int:
         """The batch size to consume now."""
@@ -78,7 +82,10 @@ class Isolation:
                     "written, %d records per transaction", self._in_row, self._size,
                 )  # fmt: skip
         elif len(batch) == 1:
-            self._blame(batch[0], error)
+            where = batch[0]
+            self._alone[where] = alone = self._alone.get(where, 0) + 1
+            if where in self._blamed or alone >= ALONE:
+                self._blame(where, error)
         elif len(batch) > 1:
             self._size = max(1, min(self._size, len(batch)) // 2)
 
@@ -102,6 +109,8 @@ class Isolation:
         record (or a narrowed transaction that commits with none) ends the narrowing."""
         del consumed
         self._in_row = 0
+        for where in self._open:  # committed: not the one that cannot be written
+            self._alone.pop(where, None)
         done = [w for w in self._open if w in self._blamed]
         for where in done:
             del self._blamed[where]
