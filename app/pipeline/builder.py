@@ -156,11 +156,17 @@ class WindowBuilder:
         self._pipeline = pipeline
         self._window = window
 
-    def aggregate(self, kind: str = "count", of: Any = None) -> Pipeline:
+    def aggregate(self, kind: str = "count", of: Any = None, **several: Any) -> Pipeline:
         """``count``, or ``sum``/``min``/``max``/``mean`` of field ``of``; emits
-        ``{"key", "start", "end", "value", "_source_*"}`` once per closed window."""
+        ``{"key", "start", "end", "value", "_source_*"}`` once per closed window.
+
+        Several at once, ``.aggregate(mean="amount", max="amount")``: emits ``count`` and one
+        field per aggregate (``mean_amount``, ``max_amount``) instead of ``value``."""
         size, hop, grace, timestamp, name, skew, late = self._window
-        return self._pipeline.then(window(size, hop, grace, kind, of, timestamp, name, skew, late))
+        what: Any = kind
+        if several:
+            what = ([(kind, of)] if of is not None else []) + list(several.items())
+        return self._pipeline.then(window(size, hop, grace, what, of, timestamp, name, skew, late))
 
 
 def as_pipeline(obj: Any) -> Pipeline:

@@ -69,7 +69,8 @@ def test_key_by_then_hourly_mean_is_one_exact_row_per_region_and_hour(
     by order id, fed hour by hour (so no record is late), SIGKILLed in hours 1 and 2."""
     spec = (
         "steps:\n  - key_by: region\n"
-        "  - window: {size: 3600, timestamp: ts, aggregate: {mean: amount}, name: hourly}\n"
+        "  - window: {size: 3600, timestamp: ts, aggregate: {mean: amount, count: null},"
+        " name: hourly}\n"
     )
     s, src, out, rp = _setup(kafka, tmp_path, spec)
     hours = [_orders(5000, h, h * 5000) for h in range(4)]
@@ -97,8 +98,8 @@ def test_key_by_then_hourly_mean_is_one_exact_row_per_region_and_hour(
     assert set(got) == set(reference), f"windows {sorted(set(got) ^ set(reference))[:5]}"
     for r in rows:
         mean, count = reference[(r["key"], r["start"])]
-        assert r["value"] == mean, f"{r['key']} at {r['start']}: {r['value']} != {mean}"
-        assert r.get("count", count) == count
+        assert r["mean_amount"] == mean, f"{r['key']} at {r['start']}: {r} != {mean}"
+        assert r["count"] == count  # the mean with its count: rows combine downstream
         assert r["_source_topic"] == src  # the input record that closed it, not the hop's
 
 
@@ -211,27 +212,40 @@ def test_repartition_partitions_move_with_their_state(
     }
 
 
-def test_a_dead_letter_from_the_tail_names_the_original_input_record(
+def test_a_dead_letter_from_the_tail_names_its_input_record_and_leaves_no_count(
     kafka: KafkaFixture, tmp_path: Path, bridges: Make
 ) -> None:
-    """key_by region + count + a route to a missing topic for each region's 3rd record: those
-    become dead letters that name their own input topic, partition and offset (not the hop's)."""
-    route = "  - route: \"'no-such-topic' if count == 3 else None\"\n"
+    """key_by region + count + a route to a missing topic for one order per region: those
+    become dead letters that name their own input topic, partition and offset (not the hop's),
+    and leave the count as it was — the region's next order counts one more than the one
+    before the dead letter (issue 51, acceptance 3, through the hop)."""
+    route = "  - route: \"'no-such-topic' if amount < 0 else None\"\n"
     s, src, out, rp = _setup(kafka, tmp_path, "steps:\n  - key_by: region\n  - count\n" + route)
     values, keys = _orders(400, 0, 0)
+    orders = [orjson.loads(v) for v in values]
+    poisoned = {region: [o for o in orders if o["region"] == region][2]["id"] for region in REGIONS}
+    for o in orders:
+        if o["id"] in poisoned.values():
+            o["amount"] = -1
     bridge = bridges(**s).start()
-    Feeder(kafka, src, values, keys).feed()
+    Feeder(kafka, src, [orjson.dumps(o) for o in orders], keys).feed()
     _caught_up(kafka, s, rp, bridge)
     assert bridge.terminate() == 0, bridge.logs()[-3000:]
     inputs = kafka.read_all(src)
-    region = {(r.partition, r.offset): orjson.loads(r.value)["region"] for r in inputs}
+    ids = {(r.partition, r.offset): orjson.loads(r.value)["id"] for r in inputs}
     named = []
     for d in kafka.read_all(s["dlq_topic"]):
         topic, p, o = (d.header(f"eos.dlq.source.{h}") for h in ("topic", "partition", "offset"))
         assert topic == src.encode(), topic
-        named.append(region[(int(p or -1), int(o or -1))])
-    assert sorted(named) == sorted(REGIONS)  # each region's 3rd record, once
-    assert len(kafka.read_all(out)) == len(inputs) - len(REGIONS)
+        named.append(ids[(int(p or -1), int(o or -1))])
+    assert sorted(named) == sorted(poisoned.values())  # each poisoned order, once
+    counts: dict[str, list[int]] = defaultdict(list)
+    for r in kafka.read_all(out):
+        counts[orjson.loads(r.value)["key"]].append(orjson.loads(r.value)["count"])
+    per_region = Counter(o["region"] for o in orders)
+    assert {k: sorted(c) for k, c in counts.items()} == {
+        region: list(range(1, n)) for region, n in per_region.items()
+    }  # no gap where the dead letter was: it left no trace in the count
 
 
 def test_at_least_once_regroups_too(kafka: KafkaFixture, tmp_path: Path, bridges: Make) -> None:

@@ -5,8 +5,9 @@ recovery) lives in :mod:`app.state`, which they reach only through
 :class:`app.state.access.StateAccess`.
 """
 
+from app.pipeline.stateful.aggregates import Aggregate, Combined
 from app.pipeline.stateful.keyed import Count, Dedupe, Sum
 from app.pipeline.stateful.kit import RowFn
-from app.pipeline.stateful.windows import Aggregate, Window, window
+from app.pipeline.stateful.windows import Window, window
 
-__all__ = ["Aggregate", "Count", "Dedupe", "RowFn", "Sum", "Window", "window"]
+__all__ = ["Aggregate", "Combined", "Count", "Dedupe", "RowFn", "Sum", "Window", "window"]

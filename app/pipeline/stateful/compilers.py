@@ -103,18 +103,37 @@ _WINDOW_OPTIONS = {"size", "hop", "grace", "timestamp", "aggregate", "name"}
 _WINDOW_OPTIONS |= {"max_event_time_skew", "late_records"}  # event_time.py
 
 
-def _window_spec(arg: Any, where: str) -> Step:
-    """``window: {size, hop, grace, timestamp: <expr, ms>, aggregate: count | {sum: <expr>},
-    name, max_event_time_skew, late_records: drop | dlq}`` — times in seconds; aggregate one of
-    count, sum, min, max, mean."""
-    opts = _options(arg, where, _WINDOW_OPTIONS)
-    aggregate: Any = opts.get("aggregate", "count")
-    kind, of = aggregate, None
+def _aggregates(aggregate: Any, where: str) -> tuple[Any, Any]:
+    """``count``, ``{kind: <expr>}`` (one: the row's ``value``), or several — ``{kind: <expr>,
+    ...}`` or a list of ``count`` / ``{kind: <expr>}`` — as ``(kind, of)`` parts (the row's
+    ``count`` and a field per part)."""
     if isinstance(aggregate, dict) and len(aggregate) == 1:
         ((kind, source),) = aggregate.items()
-        of = _row_expr(source, f"{where}.aggregate.{kind}")
-    if not isinstance(kind, str):
-        raise ConfigError(f"pipeline spec {where}.aggregate: expected count or {{sum: <expr>}}")
+        return kind, _row_expr(source, f"{where}.{kind}")
+    if isinstance(aggregate, dict) and aggregate:
+        aggregate = [kind if kind == "count" else {kind: src} for kind, src in aggregate.items()]
+    if isinstance(aggregate, list) and aggregate:
+        parts: list[tuple[Any, Any]] = []
+        for i, item in enumerate(aggregate):
+            if item == "count":
+                parts.append(("count", None))
+            elif isinstance(item, dict) and len(item) == 1:
+                ((kind, source),) = item.items()
+                parts.append((kind, _row_expr(source, f"{where}[{i}].{kind}")))
+            else:
+                raise ConfigError(f"pipeline spec {where}[{i}]: expected count or {{sum: <expr>}}")
+        return parts, None
+    if not isinstance(aggregate, str):
+        raise ConfigError(f"pipeline spec {where}: expected count or {{sum: <expr>}}")
+    return aggregate, None
+
+
+def _window_spec(arg: Any, where: str) -> Step:
+    """``window: {size, hop, grace, timestamp: <expr, ms>, aggregate: count | {sum: <expr>} |
+    several, name, max_event_time_skew, late_records: drop | dlq}`` — times in seconds;
+    aggregates count, sum, min, max, mean (:func:`_aggregates`)."""
+    opts = _options(arg, where, _WINDOW_OPTIONS)
+    kind, of = _aggregates(opts.get("aggregate", "count"), f"{where}.aggregate")
     ts = _row_expr(opts["timestamp"], f"{where}.timestamp") if "timestamp" in opts else None
     size: Any = opts.get("size")  # validated (required, seconds) by window()
     name = _name(opts, "window", where)

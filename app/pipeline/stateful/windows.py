@@ -17,13 +17,14 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 from app.errors import ConfigError
 from app.ops.late import LATE_LOG
 from app.ops.metrics import LATE_RECORDS
 from app.pipeline.errors import AggregateOverflow
 from app.pipeline.record import Failure, Row
+from app.pipeline.stateful.aggregates import Aggregate, Aggregation, Combined, Part
 from app.pipeline.stateful.event_time import (
     DEFAULT_MAX_EVENT_TIME_SKEW,
     check_event_time,
@@ -40,8 +41,6 @@ from app.pipeline.stateful.kit import (
     extract_all,
     extractor,
     milliseconds,
-    number,
-    out_of_range,
     persist_stream_time,
     provenance,
     require_state,
@@ -75,72 +74,6 @@ def last_closed_start(stream_time: int, size: int, grace: int, hop: int) -> int:
     """The largest window start (a multiple of ``hop``) that is closed at ``stream_time``."""
     bound = stream_time - size - grace
     return bound - bound % hop
-
-
-# ---- aggregations ----------------------------------------------------------------------------
-
-
-class Aggregation(Protocol):
-    """Folds the values of a window into a JSON-able accumulator."""
-
-    kind: str
-
-    def extract(self, row: Row) -> Any: ...
-
-    def add(self, acc: Any, value: Any) -> Any:
-        """The accumulator with ``value`` folded in; raises :class:`AggregateOverflow` when it
-        would leave what state and JSON can hold."""
-        ...
-
-    def result(self, acc: Any) -> Any: ...
-
-
-@dataclass(slots=True)
-class Aggregate:
-    """``count``, or ``sum``/``min``/``max``/``mean`` of a field.
-
-    Args:
-        kind: the aggregation.
-        of: field name, function of the value, or :class:`~app.pipeline.stateful.kit.RowFn`
-            (required except for ``count``).
-    """
-
-    kind: str = "count"
-    of: FieldSpec | None = None
-    _get: Extractor | None = field(default=None, init=False, repr=False)
-
-    def __post_init__(self) -> None:
-        if self.kind not in _ADD:
-            raise ConfigError(f"window aggregate {self.kind!r} is not one of {sorted(_ADD)}")
-        if self.kind != "count":
-            if self.of is None:
-                raise ConfigError(f"window aggregate {self.kind!r} needs a field")
-            self._get = extractor(self.of)
-
-    def extract(self, row: Row) -> Any:
-        return None if self._get is None else number(self._get(row), f"{self.kind} field")
-
-    def add(self, acc: Any, value: Any) -> Any:
-        new = _ADD[self.kind](acc, value)
-        total = new[0] if self.kind == "mean" else new
-        if out_of_range(total):
-            raise AggregateOverflow(
-                f"window {self.kind} would be {total!r}, outside the finite numbers within "
-                f"signed 64-bit integers; the stored value is unchanged"
-            )
-        return new
-
-    def result(self, acc: Any) -> Any:
-        return acc[0] / acc[1] if self.kind == "mean" else acc
-
-
-_ADD: dict[str, Callable[[Any, Any], Any]] = {
-    "count": lambda acc, _v: (acc or 0) + 1,
-    "sum": lambda acc, v: (acc or 0) + v,
-    "min": lambda acc, v: v if acc is None or v < acc else acc,
-    "max": lambda acc, v: v if acc is None or v > acc else acc,
-    "mean": lambda acc, v: [v, 1] if acc is None else [acc[0] + v, acc[1] + 1],
-}
 
 
 # ---- the step --------------------------------------------------------------------------------
@@ -311,7 +244,7 @@ class Window:
                     "key": display_key(key),
                     "start": start,
                     "end": start + self.size,
-                    "value": self.aggregate.result(json.loads(raw)),
+                    **self.aggregate.fields(json.loads(raw)),
                     **provenance(trigger),
                 }
             )
@@ -324,14 +257,16 @@ def window(
     size: float,
     hop: float | None = None,
     grace: float = 0.0,
-    aggregate: str = "count",
+    aggregate: str | list[Part] = "count",
     of: FieldSpec | None = None,
     timestamp: FieldSpec | None = None,
     name: str = "window",
     max_event_time_skew: float = DEFAULT_MAX_EVENT_TIME_SKEW,
     late_records: str = "drop",
 ) -> Window:
-    """A tumbling (``hop`` None) or hopping window; times in seconds."""
+    """A tumbling (``hop`` None) or hopping window; times in seconds. ``aggregate``: one kind
+    (with ``of``), or several ``(kind, of)`` parts (:class:`.aggregates.Combined`: ``count``
+    and a field per part)."""
     size_ms = milliseconds(size, f"window {name!r} size")
     assert size_ms is not None
     hop_ms = size_ms if hop is None else milliseconds(hop, f"window {name!r} hop")
@@ -339,6 +274,8 @@ def window(
     skew_ms = milliseconds(max_event_time_skew, f"window {name!r} max_event_time_skew")
     assert hop_ms is not None and grace_ms is not None and skew_ms is not None
     return Window(
-        size_ms, hop_ms, grace_ms, Aggregate(aggregate, of), timestamp, name, skew_ms,
+        size_ms, hop_ms, grace_ms,
+        Combined(aggregate) if isinstance(aggregate, list) else Aggregate(aggregate, of),
+        timestamp, name, skew_ms,
         late_records,
     )  # fmt: skip

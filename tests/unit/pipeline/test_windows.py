@@ -11,6 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from app.errors import ConfigError
+from app.pipeline.builder import Pipeline
 from app.pipeline.record import Row
 from app.pipeline.spec import compile_spec
 from app.pipeline.stateful.windows import is_closed, last_closed_start, window, window_starts
@@ -180,3 +181,111 @@ def test_same_partition_of_two_topics_in_one_batch_stays_apart(tmp_path: Path) -
         ("a", 3),
         ("b", 3),
     ]
+
+
+# ---- several aggregates per window (issue 51, scope 2) ------------------------------------------
+
+
+def _fields(out: list[Row]) -> list[dict[str, object]]:
+    return [{k: v for k, v in r.value.items() if not k.startswith("_")} for r in out]
+
+
+def test_several_aggregates_come_with_their_count_in_both_forms(tmp_path: Path) -> None:
+    spec = compile_spec(
+        {
+            "steps": [
+                {
+                    "window": {
+                        "size": 10,
+                        "timestamp": "ts",
+                        "aggregate": {"mean": "amount", "max": "amount"},
+                    }
+                }
+            ]
+        }
+    )
+    listed = compile_spec(
+        {
+            "steps": [
+                {
+                    "window": {
+                        "size": 10,
+                        "timestamp": "ts",
+                        "aggregate": ["count", {"mean": "amount"}, {"max": "amount"}],
+                    }
+                }
+            ]
+        }
+    )
+    python = Pipeline().window(10, timestamp="ts").aggregate(mean="amount", max="amount")
+    rows = [row({"ts": 1000 * i, "amount": i}, key="k", offset=i) for i in range(25)]
+    expected = [
+        {"key": "k", "start": 0, "end": 10_000, "count": 10, "mean_amount": 4.5, "max_amount": 9},
+        {
+            "key": "k",
+            "start": 10_000,
+            "end": 20_000,
+            "count": 10,
+            "mean_amount": 14.5,
+            "max_amount": 19,
+        },
+    ]
+    for n, pipeline in enumerate((spec, listed, python)):
+        out, ctx = run(pipeline.steps[0], rows, LocalAccess(tmp_path / str(n)))
+        assert not ctx.failures and _fields(out) == expected
+
+
+def test_several_aggregates_survive_a_restart_mid_window(tmp_path: Path) -> None:
+    step = Pipeline().window(10, timestamp="ts").aggregate(sum="amount", min="amount").steps[0]
+    access = LocalAccess(tmp_path)
+    first = [row({"ts": 1000 * i, "amount": i}, key="k", offset=i) for i in range(5)]
+    run(step, first, access)
+    access.commit()
+    access = LocalAccess(tmp_path)  # reopened from what was committed
+    rest = [row({"ts": 1000 * i, "amount": i}, key="k", offset=i) for i in range(5, 12)]
+    out, _ = run(step, rest, access)
+    assert _fields(out) == [
+        {"key": "k", "start": 0, "end": 10_000, "count": 10, "sum_amount": 45, "min_amount": 0}
+    ]
+
+
+def test_an_overflow_in_one_aggregate_changes_none_of_them(tmp_path: Path) -> None:
+    step = Pipeline().window(10, timestamp="ts").aggregate(sum="amount", max="amount").steps[0]
+    rows = [
+        row({"ts": 1000, "amount": 2**62}, key="k", offset=0),
+        row({"ts": 2000, "amount": 2**62}, key="k", offset=1),  # the sum would pass 2**63 - 1
+        row({"ts": 3000, "amount": 5}, key="k", offset=2),
+        row({"ts": 12_000, "amount": 1}, key="k", offset=3),
+    ]
+    out, ctx = run(step, rows, LocalAccess(tmp_path))
+    assert [(f.row.offset, type(f.error).__name__) for f in ctx.failures] == [
+        (1, "AggregateOverflow")
+    ]
+    assert _fields(out) == [
+        {
+            "key": "k",
+            "start": 0,
+            "end": 10_000,
+            "count": 2,
+            "sum_amount": 2**62 + 5,
+            "max_amount": 2**62,
+        }
+    ]
+
+
+def test_one_aggregate_keeps_its_value_field() -> None:
+    step = compile_spec(
+        {"steps": [{"window": {"size": 10, "aggregate": {"sum": "amount"}}}]}
+    ).steps[0]
+    assert step.aggregate.fields(7) == {"value": 7}  # type: ignore[attr-defined]
+
+
+def test_an_aggregate_given_twice_is_refused() -> None:
+    with pytest.raises(ConfigError, match="'max_amount' is given twice"):
+        compile_spec(
+            {
+                "steps": [
+                    {"window": {"size": 10, "aggregate": [{"max": "amount"}, {"max": "amount"}]}}
+                ]
+            }
+        )
