@@ -182,14 +182,17 @@ def _watch_unstable(settings: BridgeSettings, metrics: Metrics) -> UnstableOffse
     target = settings.target_cluster()
     conf = {"bootstrap.servers": target.bootstrap_servers, **target.client_common(),
             **librdkafka_logging(reported_elsewhere=True)}  # fmt: skip
-    admin = AdminClient(conf)
-    topics = list(settings.output_topics.values())
+    admins: list[AdminClient] = []  # made on the watcher's thread: a client setting librdkafka
+    topics = list(settings.output_topics.values())  # refuses is the start's one line to say
     if settings.on_error == "dlq":
         topics.append(settings.dead_letter_topic)
     prefix = changelog_prefix(settings.group_id)
     timeout = settings.call_timeout
 
     def measure() -> dict[tuple[str, int], tuple[int, int]]:
+        if not admins:
+            admins.append(AdminClient(conf))
+        admin = admins[0]
         return stable_offsets(admin, written_partitions(admin, topics, prefix, timeout), timeout)
 
     return UnstableOffsets(measure, metrics.registry).start()
@@ -228,7 +231,7 @@ def _build_unless_stopped(stop: _Stop, *args: Any) -> Bridge | int:
         finally:
             stop.building = False
     except _StoppedWhileStarting:
-        log.info("stopped while starting: nothing was consumed")
+        log.info("stopped cleanly while starting: nothing was consumed")
         return EXIT_OK
 
 

@@ -16,12 +16,15 @@ produced before a later one failed keeps those outputs; its state is rolled back
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Protocol
 
 from app.kafka.ports import Message
+from app.ops.late import LATE_LOG
+from app.ops.metrics import LATE_RECORDS
 from app.pipeline.record import Failure, Row
 from app.pipeline.steps import Step, StepContext
 from app.sink.output import Output
@@ -60,6 +63,7 @@ class Undo:
     journal: JournaledAccess
     messages: list[Message]
     failed: bool
+    late: tuple[Counter[str], dict[str, tuple[int, str, int]]]  # the late tallies before it
 
 
 def first_stateful(steps: Sequence[Step]) -> int | None:
@@ -130,11 +134,12 @@ class Atomic:
     ) -> tuple[list[Row], list[Failure], Undo]:
         """The batch through the steps over a journaled state: rows, failures, undo log."""
         journal = JournaledAccess(state)
+        late = (Counter(LATE_RECORDS), LATE_LOG.snapshot())
         ctx = StepContext(retries=self._retries, state=journal)
         rows, failed = run_steps(self._steps, rows, ctx, phase, self._first)
         if self._origins is not None:
             self._origins.restore(rows, ctx.failures)
-        return rows, ctx.failures, Undo(journal, messages, failed)
+        return rows, ctx.failures, Undo(journal, messages, failed, late)
 
     def emit(
         self, rows: list[Row], failures: list[Failure], undo: Undo, phase: Phase
@@ -151,6 +156,7 @@ class Atomic:
                     return failures
                 produced = _produced(rows, unsent[0].row)
             undo.journal.rollback()
+            _restore_late(undo.late)  # the batch runs again: its late records count once
             return self._one_by_one(undo, phase, produced)
         finally:
             undo.journal.close()
@@ -178,6 +184,13 @@ class Atomic:
                 journal.rollback()
             failures += ctx.failures + unsent
         return failures
+
+
+def _restore_late(late: tuple[Counter[str], dict[str, tuple[int, str, int]]]) -> None:
+    counts, noted = late
+    LATE_RECORDS.clear()
+    LATE_RECORDS.update(counts)
+    LATE_LOG.restore(noted)
 
 
 def _produced(rows: list[Row], failed: Row) -> dict[Source, int]:

@@ -37,6 +37,13 @@ class LateLog:
         else:
             have.count += count
 
+    def snapshot(self) -> dict[str, tuple[int, str, int]]:
+        """What is noted now (:meth:`restore` goes back to it: a batch run again)."""
+        return {step: (d.count, d.first, d.grace_ms) for step, d in self._pending.items()}
+
+    def restore(self, snapshot: dict[str, tuple[int, str, int]]) -> None:
+        self._pending = {step: _Dropped(*v) for step, v in snapshot.items()}
+
     def discard(self) -> None:
         """The transaction aborted: its records will be processed (and noted) again."""
         self._pending = {}

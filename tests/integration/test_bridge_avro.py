@@ -207,8 +207,10 @@ def test_a_wrong_registry_url_stops_the_start_with_one_line(
 ) -> None:
     s = _settings(kafka, registry, tmp_path, ORDER_OUT)
     s["schema_registry"] = {"url": "http://127.0.0.1:9/apis/ccompat/v7", "timeout": 3}
+    # unreachable at start is waited for up to startup_timeout, then exit 3 (as a broker outage)
+    s["startup_timeout"] = 5
     bridge = bridges(**s).start()
-    assert bridge.wait(120) == 2
+    assert bridge.wait(120) == 3
     errors = [line for line in bridge.logs().splitlines() if " ERROR " in line]
     assert len(errors) == 1, bridge.logs()[-3000:]
     assert "http://127.0.0.1:9/apis/ccompat/v7" in errors[0]

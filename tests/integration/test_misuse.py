@@ -79,7 +79,7 @@ def test_sigterm_while_the_broker_is_unreachable_exits_0_at_once(tmp_path: Path)
     finally:
         bridge.stop()
     assert "Traceback" not in bridge.logs()
-    assert "stopped while starting" in bridge.logs()
+    assert "stopped cleanly while starting" in bridge.logs()
 
 
 def _pipeline_module(tmp_path: Path) -> str:
