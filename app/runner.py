@@ -122,7 +122,7 @@ def run(
     log.info("%s", _first_line(settings))
     watchdog = Watchdog(health, stale_after=health.stale_after).start()
     trimmer = Trimmer().start()  # RSS back down after a backlog's peak (app.ops.trim)
-    unstable = _watch_unstable(settings, metrics)
+    unstable: UnstableOffsets | None = None
     stop = _Stop()
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
@@ -137,6 +137,7 @@ def run(
             )
             if isinstance(built, int):
                 return built
+            unstable = unstable or _watch_unstable(settings, metrics)
             stop.hand_to(built)
             code = _run(built, rejoin=lambda: not stop.requested and rejoins.allow())
             if code is not _REJOIN:
@@ -149,7 +150,8 @@ def run(
             health.set_ready(False, "fenced: joining the group again")
             metrics.ready.set(0)
     finally:
-        unstable.stop()
+        if unstable is not None:
+            unstable.stop()
         trimmer.stop()
         watchdog.stop()
         if server is not None:
@@ -176,23 +178,26 @@ def _first_line(settings: BridgeSettings) -> str:
     )
 
 
-def _watch_unstable(settings: BridgeSettings, metrics: Metrics) -> UnstableOffsets:
+def _watch_unstable(settings: BridgeSettings, metrics: Metrics) -> UnstableOffsets | None:
     """The gap between the end and the LSO of every output, dead-letter and changelog
-    partition, measured on its own thread (app.ops.unstable)."""
+    partition, measured on its own thread (app.ops.unstable). Started once the first build
+    succeeded: its admin client is made here, with settings the bridge's own clients already
+    accepted, so it exists for the whole run (none is made later, beside the work)."""
     target = settings.target_cluster()
     conf = {"bootstrap.servers": target.bootstrap_servers, **target.client_common(),
             **librdkafka_logging(reported_elsewhere=True)}  # fmt: skip
-    admins: list[AdminClient] = []  # made on the watcher's thread: a client setting librdkafka
-    topics = list(settings.output_topics.values())  # refuses is the start's one line to say
+    try:
+        admin = AdminClient(conf)
+    except KafkaException as exc:  # a metric must never stop the bridge
+        log.warning("eos_bridge_output_unstable_offsets not measured: %s", describe(exc))
+        return None
+    topics = list(settings.output_topics.values())
     if settings.on_error == "dlq":
         topics.append(settings.dead_letter_topic)
     prefix = changelog_prefix(settings.group_id)
     timeout = settings.call_timeout
 
     def measure() -> dict[tuple[str, int], tuple[int, int]]:
-        if not admins:
-            admins.append(AdminClient(conf))
-        admin = admins[0]
         return stable_offsets(admin, written_partitions(admin, topics, prefix, timeout), timeout)
 
     return UnstableOffsets(measure, metrics.registry).start()

@@ -40,7 +40,7 @@ def test_fenced_producer_is_recreated_in_process(kafka: KafkaFixture, bridges: M
     _phase(kafka, src, 0)
     wait_caught_up(kafka, settings["group_id"], src, 120, [bridge])
 
-    threads = _threads(bridge)
+    names = _thread_names(bridge)
     intruder = kafka.transactional_producer(f"{settings['group_id']}-i0")  # bumps the epoch
     intruder.flush(10)
     del intruder  # ... and goes away
@@ -52,7 +52,7 @@ def test_fenced_producer_is_recreated_in_process(kafka: KafkaFixture, bridges: M
     assert bridge.running() and bridge.starts == 1
     # The old producer's librdkafka threads are gone (a long-running bridge re-creates its
     # producer after every fence; threads and fds must stay flat over hours).
-    wait_until(lambda: _threads(bridge) <= threads, 60, f"threads back to {threads}")
+    _wait_threads_back(bridge, names)
     assert bridge.terminate() == 0, bridge.logs()[-3000:]
     assert_exactly_once(kafka, src, out)
     assert kafka.read_all(dlq) == []
@@ -71,7 +71,7 @@ def test_a_fenced_membership_joins_again_in_process(
     _phase(kafka, src, 0)
     wait_caught_up(kafka, settings["group_id"], src, 120, [bridge])
 
-    threads = _threads(bridge)
+    names = _thread_names(bridge)
     twin = Consumer(
         {"bootstrap.servers": kafka.bootstrap, "group.id": settings["group_id"],
          "group.instance.id": "i0", "enable.auto.commit": False}
@@ -86,15 +86,31 @@ def test_a_fenced_membership_joins_again_in_process(
     assert bridge.running() and bridge.starts == 1, bridge.logs()[-3000:]
     assert "fenced:" not in bridge.logs() and "Traceback" not in bridge.logs()
     # The closed clients' librdkafka threads are gone, not left for a garbage collection.
-    wait_until(lambda: _threads(bridge) <= threads, 60, f"threads back to {threads}")
+    _wait_threads_back(bridge, names)
     assert bridge.terminate() == 0, bridge.logs()[-3000:]
     assert_exactly_once(kafka, src, out)
 
 
-def _threads(bridge: BridgeProcess) -> int:
+def _wait_threads_back(bridge: BridgeProcess, names: list[str]) -> None:
+    """No more threads than before (their names in the message when not: ``rdk:main`` is one
+    per librdkafka client)."""
+    wait_until(
+        lambda: len(_thread_names(bridge)) <= len(names),
+        60,
+        f"threads back to {len(names)} {names} (now {_thread_names(bridge)})",
+    )
+
+
+def _thread_names(bridge: BridgeProcess) -> list[str]:
+    """The names of the bridge's threads (librdkafka names its own ``rdk:…``)."""
     assert bridge.proc is not None
-    status = Path(f"/proc/{bridge.proc.pid}/status").read_text()
-    return int(next(ln.split()[1] for ln in status.splitlines() if ln.startswith("Threads:")))
+    names = []
+    for task in Path(f"/proc/{bridge.proc.pid}/task").iterdir():
+        try:
+            names.append((task / "comm").read_text().strip())
+        except OSError:  # the thread ended while we looked
+            continue
+    return sorted(names)
 
 
 def test_live_twin_with_the_same_instance_id_is_refused(
