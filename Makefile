@@ -57,7 +57,7 @@ demo: $(DEMO_STAMP)
 
 # Lint, types, then every test: unit, real-broker integration, chaos, Spark, chart and image.
 test: lint $(QUIX_STAMP)
-	$(BIN)/pytest -q --durations=15 -m "not spark_image and not long_spark"
+	$(BIN)/pytest -q --durations=40 -m "not spark_image and not long_spark"
 
 # Spark crash scenarios too long for CI's time (the Iceberg driver SIGKILLed four times, ~10 min).
 test-long-spark: $(STAMP)
@@ -81,11 +81,12 @@ SEED ?= 1
 chaos: $(STAMP)
 	$(BIN)/python -m tests.chaos.nemesis --rounds $(ROUNDS) --seed $(SEED)
 
-# The coordinator broker SIGKILLed five times under the supervised bridge (a test of `make test`),
+# The coordinator broker SIGKILLed five times under the supervised bridge (`make test` runs the
+# same test with two kills),
 # with what it prints shown: each restart's exit code and time to /readyz, and the seconds from
 # each kill to the first commit after it (docs/operations.md, "Measured").
 failover: $(STAMP)
-	$(BIN)/pytest -q -rP tests/integration/test_coordinator_failover.py
+	FAILOVER_KILLS=5 $(BIN)/pytest -q -rP tests/integration/test_coordinator_failover.py
 
 # Soak (tests/chaos/soak.py): DURATION seconds at RATE records/s with a stateful pipeline and a
 # nemesis fault every FAULT_PERIOD seconds; RSS, fds, threads every 10 s into

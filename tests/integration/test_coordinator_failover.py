@@ -1,7 +1,8 @@
 """Acceptance 6 of issue 12 and issue 33's fast recovery: the broker that is both the
 transaction coordinator and the group coordinator of the bridge is SIGKILLed mid-transaction,
-five times in a row (3 brokers, RF 3), the bridge run as the image runs it (``eos-bridge
-supervise -- run``).
+several times in a row (3 brokers, RF 3), the bridge run as the image runs it (``eos-bridge
+supervise -- run``): twice in ``make test`` (the behaviour, and that it holds again after a
+recovery), five times in ``make failover`` (``FAILOVER_KILLS=5``, issue 55's figures).
 
 The bridge must never hang past its own bound (the watchdog: ``stuck_call_timeout``, then exit
 3, restarted at once by the supervisor), the supervisor must never give up, exactly once must
@@ -12,6 +13,7 @@ took and each restart are printed, not asserted: a loaded machine is slower, not
 from __future__ import annotations
 
 import contextlib
+import os
 import sys
 import time
 
@@ -27,7 +29,8 @@ from tests.support.bridge import BridgeProcess, base_settings, json_records, wai
 from tests.support.feed import Feeder, wait_for_open_transaction
 from tests.support.kafka import KafkaFixture, wait_until
 
-# Five kills, each waited out: on a loaded machine this outlasts the suite's 900 s default.
+# Five kills (make failover), each waited out: on a loaded machine that outlasts the suite's
+# 900 s default.
 pytestmark = [
     pytest.mark.integration,
     pytest.mark.cluster3,
@@ -36,6 +39,8 @@ pytestmark = [
 ]
 
 CALL_TIMEOUT_S = 10
+# How many kills: a variable of the test rig (make failover), never read by the service.
+KILLS = int(os.environ.get("FAILOVER_KILLS", "2"))
 # Only a guard against a hang the watchdog missed (its own bound is stuck_call_timeout, then
 # exit 3 and the supervisor's restart); never a speed requirement.
 HANG_GUARD_S = 900
@@ -104,7 +109,7 @@ FAST_FAILOVER: dict[str, object] = {
 RESTARTABLE = {3, 5}
 
 
-def test_coordinator_broker_sigkill_five_times(cluster3: LocalKafka, bridges: MakeBridge) -> None:
+def test_coordinator_broker_sigkill_again_and_again(cluster3: LocalKafka, bridges: MakeBridge) -> None:
     """The image's way: ``eos-bridge supervise -- run`` with failover-sized timeouts. The test
     never restarts anything, the supervisor does; each of its restarts (exit code, time to
     ``/readyz``) and the time to the first commit after each kill are printed (issue 33's
@@ -124,7 +129,7 @@ def test_coordinator_broker_sigkill_five_times(cluster3: LocalKafka, bridges: Ma
     bridge.command = [sys.executable, "-m", "app", "supervise", "--max-restarts", "10",
                       "--", "run"]  # fmt: skip
     bridge.start()
-    recovered = _five_kills(cluster3, kafka, admin, bridge, (group, src, out), (target, internal))
+    recovered = _kills(cluster3, kafka, admin, bridge, (group, src, out), (target, internal))
     wait_caught_up(kafka, group, src, 600, [bridge])
     assert bridge.terminate() == 0, bridge.logs()[-3000:]
     assert_exactly_once(kafka, src, out)
@@ -132,13 +137,13 @@ def test_coordinator_broker_sigkill_five_times(cluster3: LocalKafka, bridges: Ma
     exits = [int(ln.split("bridge exited ")[1][0]) for ln in restarts if "bridge exited" in ln]
     assert set(exits) <= RESTARTABLE, "\n".join(restarts)  # else the supervisor had stopped
     rejoins = bridge.logs().count("joining the group again in-process")
-    print(f"restarts (exit codes {exits}): {len(exits)} for 5 kills; in-process rejoins after a "
+    print(f"restarts (exit codes {exits}): {len(exits)} for {KILLS} kills; in-process rejoins after a "
           f"fence: {rejoins}; starts: {bridge.starts}; "
           f"processing again after {', '.join(f'{t:.0f}' for t in recovered)} s")  # fmt: skip
     print("\n".join(ln.split(" ", 2)[-1] for ln in restarts))
 
 
-def _five_kills(
+def _kills(
     cluster3: LocalKafka,
     kafka: KafkaFixture,
     admin: AdminClient,
@@ -146,7 +151,7 @@ def _five_kills(
     topics: tuple[str, str, str],
     coordinators: tuple[int, list[TopicPartition]],
 ) -> list[float]:
-    """Kill broker ``target`` (both coordinators of ``group``) five times, each inside an open
+    """Kill broker ``target`` (both coordinators of ``group``) KILLS times, each inside an open
     transaction under live input; the seconds from each kill to the first commit after it."""
     group, src, out = topics
     target, internal = coordinators
@@ -165,7 +170,7 @@ def _five_kills(
 
     feeder = Feeder(kafka, src, *json_records(100_000))
     recovered: list[float] = []
-    for run in range(5):
+    for run in range(KILLS):
         # The kill lands while a transaction holds output records, and input keeps coming.
         wait_for_open_transaction(kafka, feeder, group, out, 2_000, supervised, HANG_GUARD_S)
         # Progress means committing input fed after the kill: the group's committed count read
