@@ -21,7 +21,7 @@ from pydantic import ValidationError
 from app.errors import BridgeError, ConfigError, DeserializationError
 from app.kafka.topics import KafkaRecord
 from app.serde import FORMATS, REGISTRY_FORMATS, Codec, Role, codec_for, json
-from app.serde.registry import RegistrySettings, SchemaSettings
+from app.serde.registry_settings import RegistrySettings, SchemaSettings
 
 REGISTRY_ENV = "BRIDGE_SCHEMA_REGISTRY__URL"
 AUTH_ENV = "BRIDGE_SCHEMA_REGISTRY__BASIC_AUTH"
