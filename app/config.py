@@ -39,7 +39,7 @@ from app.errors import ConfigError
 from app.kafka.defaults import FORCED_CONSUMER_KEYS, FORCED_PRODUCER_KEYS, masked, refuse_forced
 from app.kafka.naming import KeepPartition, check_template, is_template, output_topics
 from app.serde import FORMAT_SETTINGS, check_formats
-from app.serde.registry import RegistrySettings, SchemaSettings
+from app.serde.registry_settings import RegistrySettings, SchemaSettings
 from app.settings_checks import check_settings, yaml_problem
 
 ENV_PREFIX = "BRIDGE_"

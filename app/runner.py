@@ -38,7 +38,7 @@ from app.ops.logs import librdkafka_logging
 from app.ops.metrics import Metrics
 from app.ops.trim import Trimmer
 from app.ops.unstable import UnstableOffsets
-from app.serde.registry import RegistryUnavailable
+from app.serde.registry_settings import RegistryUnavailable
 from changelog.naming import changelog_prefix
 
 log = logging.getLogger(__name__)

@@ -21,7 +21,12 @@ from pydantic import ValidationError
 from app.errors import BridgeError, ConfigError, DeserializationError
 from app.kafka.topics import KafkaRecord
 from app.serde import FORMATS, REGISTRY_FORMATS, Codec, Role, codec_for, json
-from app.serde.registry import RegistrySettings, SchemaSettings
+from app.serde.registry_settings import (
+    HEADER_SIZE,
+    MAGIC_BYTE,
+    RegistrySettings,
+    SchemaSettings,
+)
 
 REGISTRY_ENV = "BRIDGE_SCHEMA_REGISTRY__URL"
 AUTH_ENV = "BRIDGE_SCHEMA_REGISTRY__BASIC_AUTH"
@@ -71,6 +76,39 @@ def codec(args: argparse.Namespace, flag: str, role: Role) -> Codec:
     except ValidationError as exc:
         raise ConfigError(f"--registry: {exc.errors()[0]['msg']}") from None
     return codec_for(fmt, role, registry, schema)
+
+
+def framing_hint(args: argparse.Namespace, data: bytes | None, topic: str) -> str | None:
+    """For a value read as JSON: if it carries Schema Registry framing (magic byte 0, then a
+    4-byte schema ID; JSON text never starts with byte 0), the line saying which
+    ``--value-format`` to add; the registry (``--registry`` or the env), if there is one, is
+    asked which format the schema ID is."""
+    if args.value_format != "json" or not data or len(data) <= HEADER_SIZE:
+        return None
+    if data[0] != MAGIC_BYTE:
+        return None
+    schema_id = int.from_bytes(data[1:HEADER_SIZE], "big")
+    fmt = _registry_format(args.registry or os.environ.get(REGISTRY_ENV), schema_id)
+    said = f"{topic!r}: its values carry Schema Registry framing (schema ID {schema_id}"
+    if fmt is None:
+        return f"{said}): add --value-format avro, protobuf or json_schema and --registry URL"
+    flag = "" if args.registry or os.environ.get(REGISTRY_ENV) else " --registry URL"
+    return f"{said}, {fmt}): add --value-format {fmt}{flag}"
+
+
+def _registry_format(url: str | None, schema_id: int) -> str | None:
+    """The format of ``schema_id`` as the registry at ``url`` says, or None (no registry, or
+    it cannot say: the hint then lists the three)."""
+    if not url:
+        return None
+    try:
+        registry = RegistrySettings.model_validate(
+            {"url": url, "basic_auth": os.environ.get(AUTH_ENV), "timeout": 5.0}
+        )
+        kind = registry.client().get_schema(schema_id).schema_type or "AVRO"
+    except Exception:  # a hint only: any failure falls back to naming all three formats
+        return None
+    return {"AVRO": "avro", "PROTOBUF": "protobuf", "JSON": "json_schema"}.get(kind)
 
 
 def decode(codec: Codec, data: bytes | None, topic: str) -> Any:

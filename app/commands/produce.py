@@ -80,16 +80,24 @@ def parse_lines(
 
 
 def encode_lines(records: list[Line], writer: Codec, topic: str, source: str) -> list[Line]:
-    """Each line's JSON value encoded by ``writer`` (a registry format), all before any is sent.
+    """Each line's JSON value checked exactly against the schema, types included (the library
+    would write ``"12.50"`` as a double), then encoded by ``writer`` (a registry format), all
+    before any is sent.
 
     Raises:
-        ConfigError: a value the schema refuses (naming the line) or a registry that cannot be
-            reached or refuses the schema.
+        ConfigError: a value the schema refuses (naming the record and the field) or a registry
+            that cannot be reached or refuses the schema.
     """
+    from app.serde.registry_codec import RegistryCodec  # loaded with the writer already
+
     encoded = []
     for number, line in enumerate(records, start=1):
+        value = json.loads(line.value)
+        problem = writer.exact_problem(value) if isinstance(writer, RegistryCodec) else None
+        if problem is not None:
+            raise ConfigError(f"{source}: record {number}: {problem}")
         try:
-            value = writer.encode(json.loads(line.value), topic)
+            value = writer.encode(value, topic)
         except OutputNotEncodable as exc:
             raise ConfigError(f"{source}: record {number}: {exc}") from None
         except BridgeError as exc:  # RegistryUnavailable; refusals are ConfigErrors already

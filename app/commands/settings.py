@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Mapping
+from enum import Enum
 from typing import Literal, get_args, get_origin
 
+from pydantic import BaseModel
 from pydantic_settings import BaseSettings
 
 from app.config import ENV_PREFIX, BridgeSettings
@@ -52,8 +54,14 @@ EXIT_CODES = """exit codes:
 
 
 def _default(value: object) -> str:
+    """A default as the user writes it: ``topic``, not ``<SubjectStrategy.TOPIC: 'topic'>``."""
     if value is None or value == {}:
         return "unset"
+    if isinstance(value, Enum):
+        return str(value.value)
+    if isinstance(value, BaseModel):
+        fields = value.model_dump(mode="json")
+        return " ".join(f"{name}={_default(one)}" for name, one in fields.items())
     return str(value)
 
 

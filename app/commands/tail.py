@@ -1,7 +1,9 @@
 """``eos-bridge tail TOPIC``: print records as a downstream ``read_committed`` reader sees them.
 
 ``--uncommitted`` reads with ``read_uncommitted`` instead and so also shows records of aborted
-transactions: what a consumer with Kafka's default isolation would process.
+transactions: what a consumer with Kafka's default isolation would process. A value in the
+Schema Registry's framing read without ``--value-format`` stops the tail with one line naming
+the format to add and the schema ID.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from typing import Any
 from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, TopicPartition
 
 from app.commands.connect import EXIT_OK, Subparsers, connection, tool_parser
-from app.commands.formats import add_registry_args, codec, decode
+from app.commands.formats import add_registry_args, codec, decode, framing_hint
 from app.errors import ConfigError, DeserializationError
 from app.kafka.admin import require_topics
 from app.kafka.topics import end_offsets, partitions_of
@@ -116,6 +118,8 @@ def _print_until_done(consumer: Consumer, args: argparse.Namespace, ends: dict[i
             offset, partition = msg.offset() or 0, msg.partition() or 0
             if args.exit_at_end and offset >= ends.get(partition, 0):
                 continue  # past the end seen at start (another partition is still behind)
+            if args.reader is None and (hint := framing_hint(args, msg.value(), args.topic)):
+                raise ConfigError(f"tail {hint}")  # not binary on the terminal: what to add
             print(render(msg, args.format, args.reader), flush=True)
             printed += 1
             if args.max is not None and printed >= args.max:

@@ -324,11 +324,26 @@ def run(args: argparse.Namespace) -> int:
     else:
         assert record_id is not None
         report = audit(inputs, outputs, dead, record_id)
+    hint = ID_AUDIT_HINT if record_id is not None and report.missing else None
     if args.json:
-        print(json.dumps({**asdict(report), "ok": report.ok}, indent=2))
+        print(json.dumps({**asdict(report), "ok": report.ok, "hint": hint}, indent=2))
     else:
-        print(report.summary())
-        for name in ("missing", "duplicated", "unexpected", "dead_letter_unknown_source"):
-            if getattr(report, name):
-                print(f"  {name}: {', '.join(getattr(report, name))}")
+        print("\n".join(report_lines(report, hint)))
     return 0 if report.ok else 1
+
+
+# An id audit expects every input id in the output: a filtering pipeline's drops look missing.
+ID_AUDIT_HINT = (
+    "hint: an --id-field/--id-header audit expects every input in the output; if the pipeline "
+    "filters, routes or aggregates, give it (--pipeline-spec FILE or --pipeline module:attr) "
+    "and verify re-runs it over the input"
+)
+
+
+def report_lines(report: Report, hint: str | None = None) -> list[str]:
+    """The text report: the summary, the examples of each finding, then ``hint``."""
+    lines = [report.summary()]
+    for name in ("missing", "duplicated", "unexpected", "dead_letter_unknown_source"):
+        if getattr(report, name):
+            lines.append(f"  {name}: {', '.join(getattr(report, name))}")
+    return [*lines, hint] if hint else lines

@@ -39,7 +39,7 @@ from app.errors import (
 )
 from app.kafka.errors import bridge_error, describe
 from app.ops.metrics import Metrics
-from app.serde.registry import RegistryUnavailable
+from app.serde.registry_settings import RegistryUnavailable
 from app.sink.refusals import Refusals
 
 log = logging.getLogger(__name__)

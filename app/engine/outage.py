@@ -17,7 +17,7 @@ from typing import Protocol
 
 from app.errors import KafkaFatalError
 from app.ops.health import Health
-from app.serde.registry import RegistryUnavailable
+from app.serde.registry_settings import RegistryUnavailable
 
 log = logging.getLogger(__name__)
 

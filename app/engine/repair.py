@@ -7,7 +7,7 @@ import logging
 
 from confluent_kafka import TopicPartition
 
-from app.kafka.ports import ConsumerPort
+from app.kafka.ports import ConsumerPort, positions_text
 from app.offsets import OffsetStore
 from app.ops.health import Health
 from app.ops.metrics import Metrics
@@ -60,7 +60,7 @@ class PartitionRepair:
             self._consumer.pause([TopicPartition(t, p) for t, p in pending])
         log.warning(
             "re-assigned %s at their committed offsets (librdkafka could not fetch them)",
-            [(tp.topic, tp.partition, tp.offset) for tp in targets],
+            positions_text(targets),
         )
 
     def restore_again(self, partitions: list[tuple[str, int]]) -> None:

@@ -25,7 +25,7 @@ from confluent_kafka import KafkaException, TopicPartition
 
 from app.errors import KafkaFatalError
 from app.kafka.errors import RETRY_PAUSE_S, Reaction, classify, describe
-from app.kafka.ports import CallGuard, ProducerPort
+from app.kafka.ports import CallGuard, ProducerPort, positions_text
 from app.offsets import OffsetStore
 
 log = logging.getLogger(__name__)
@@ -252,10 +252,7 @@ class TaskAssignment:
         committed = self.offsets.committed(
             [TopicPartition(tp.topic, tp.partition) for tp in partitions]
         )
-        log.info(
-            "tasks %s: starting at %s", self.producers.tasks,
-            {f"{tp.topic}[{tp.partition}]": tp.offset for tp in committed},
-        )  # fmt: skip
+        log.info("tasks %s: starting at %s", self.producers.tasks, positions_text(committed))
         return [
             TopicPartition(
                 tp.topic, tp.partition, tp.offset if tp.offset >= 0 else self._reset_offset

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer
 from confluent_kafka.admin import AdminClient, ConfigResource
@@ -45,11 +45,13 @@ from app.pipeline.builder import Pipeline, load_pipeline
 from app.pipeline.spec import load_spec
 from app.pipeline.split import Regroup
 from app.serde import Role
-from app.serde.registry_probe import RegistryProbe, RegistryProbes
 from app.sink.collector import RecordCollector
 from app.sink.deadletters import DeadLetters
 from app.sink.output import Output
 from app.state import NoState, StateBackend, make_backend
+
+if TYPE_CHECKING:
+    from app.serde.registry_codec import RegistryCodec
 
 log = logging.getLogger(__name__)
 
@@ -323,6 +325,10 @@ def build_formats(
     )  # fmt: skip
     if registry is None or not (set(names) & set(serde.REGISTRY_FORMATS) or translate):
         return serde.formats(*names), None
+    # imported here: a JSON pipeline never loads the registry client (issue 57)
+    from app.serde.registry_codec import RegistryCodec
+    from app.serde.registry_probe import RegistryProbe, RegistryProbes
+
     client = registry.client()
     probes = [RegistryProbe(registry, client)]
     target_client = None
@@ -340,13 +346,13 @@ def build_formats(
         target=target, target_client=target_client, translate=translate,
     )  # fmt: skip
     for codec in (formats.value_out, formats.key_out):
-        if isinstance(codec, serde.RegistryCodec):
+        if isinstance(codec, RegistryCodec):
             for topic in dict.fromkeys(settings.output_topics.values()):
                 _prepare(codec, topic)
     return formats, RegistryOutage(probe, health, settings.call_timeout)
 
 
-def _prepare(codec: serde.RegistryCodec, topic: str) -> None:
+def _prepare(codec: RegistryCodec, topic: str) -> None:
     """Register or look up an output schema at start (the registry down now: exit 3)."""
     schema_id = codec.prepare(topic)
     log.info(

@@ -12,9 +12,31 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager
 from typing import Any, Literal, Protocol, runtime_checkable
 
-from confluent_kafka import TopicPartition
+from confluent_kafka import (
+    OFFSET_BEGINNING,
+    OFFSET_END,
+    OFFSET_INVALID,
+    OFFSET_STORED,
+    TopicPartition,
+)
 
 KafkaValue = str | int | float | bool
+
+_LOGICAL = {
+    OFFSET_INVALID: "no position", OFFSET_BEGINNING: "earliest", OFFSET_END: "latest",
+    OFFSET_STORED: "stored",
+}  # fmt: skip
+
+
+def position_text(offset: int) -> str:
+    """An offset for a log line or a tool's output: librdkafka's logical offsets in words
+    (``no position``, not ``-1001``)."""
+    return _LOGICAL.get(offset, str(offset))
+
+
+def positions_text(partitions: list[TopicPartition]) -> str:
+    """``topic[0]@5, topic[1]@no position``: partitions with their offsets, for a log line."""
+    return ", ".join(f"{tp.topic}[{tp.partition}]@{position_text(tp.offset)}" for tp in partitions)
 
 
 class Message(Protocol):

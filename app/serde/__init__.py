@@ -1,21 +1,25 @@
-"""Wire formats per topic role (:mod:`app.serde.base`): :func:`codec_for` picks one by name."""
+"""Wire formats per topic role (:mod:`app.serde.base`): :func:`codec_for` picks one by name.
+
+A registry format's codec (and with it the Schema Registry client, fastavro, protobuf, authlib)
+is imported when one is built, never by importing this package: a JSON pipeline and the CLI load
+none of it (issue 57; ``tests/unit/serde/test_lazy_imports.py``).
+"""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-
-from confluent_kafka.schema_registry import SchemaRegistryClient
+from typing import TYPE_CHECKING
 
 from app.errors import BridgeError, ConfigError
-from app.serde.avro import AvroCodec
 from app.serde.base import Codec, Formats, Inline, Role
 from app.serde.json import JsonCodec
-from app.serde.json_schema import JsonSchemaCodec
-from app.serde.protobuf import ProtobufCodec
 from app.serde.raw import BytesCodec
-from app.serde.registry import RegistrySettings, SchemaSettings
-from app.serde.registry_codec import RegistryCodec
-from app.serde.translate import SchemaTranslator, TranslatingCodec
+from app.serde.registry_settings import RegistrySettings, SchemaSettings
+
+if TYPE_CHECKING:
+    from confluent_kafka.schema_registry import SchemaRegistryClient
+
+    from app.serde.registry_codec import RegistryCodec
 
 __all__ = [
     "FORMATS",
@@ -26,21 +30,14 @@ __all__ = [
     "Formats",
     "Inline",
     "JsonCodec",
-    "RegistryCodec",
     "Role",
-    "TranslatingCodec",
     "check_formats",
     "codec_for",
     "formats",
 ]
 
 FORMATS = ("json", "bytes", "avro", "protobuf", "json_schema")
-_REGISTRY_CODECS: dict[str, type[RegistryCodec]] = {
-    "avro": AvroCodec,
-    "protobuf": ProtobufCodec,
-    "json_schema": JsonSchemaCodec,
-}
-REGISTRY_FORMATS = tuple(_REGISTRY_CODECS)
+REGISTRY_FORMATS = ("avro", "protobuf", "json_schema")
 FORMAT_SETTINGS = (
     "input_format",
     "output_format",
@@ -112,12 +109,12 @@ def codec_for(
         return JsonCodec()
     if fmt == "bytes":
         return BytesCodec(lenient=role.is_key)
-    codec = _REGISTRY_CODECS.get(fmt)
-    if codec is None:
+    if fmt not in REGISTRY_FORMATS:
         raise ValueError(f"unknown format {fmt!r}; one of {', '.join(FORMATS)}")
     if registry is None:
         raise ConfigError(f"the {role.value} format {fmt} needs schema_registry.url")
     schema = schema or SchemaSettings.model_validate({})
+    codec = _registry_codec(fmt)
     try:
         return codec(registry, schema, role, client)
     except BridgeError:
@@ -127,6 +124,21 @@ def codec_for(
         raise ConfigError(
             f"{setting} ({schema.schema_file}) is not a usable {fmt} schema: {exc!r}"
         ) from exc
+
+
+def _registry_codec(fmt: str) -> type[RegistryCodec]:
+    """The codec class of a registry format, imported now (the libraries load with it)."""
+    if fmt == "avro":
+        from app.serde.avro import AvroCodec
+
+        return AvroCodec
+    if fmt == "protobuf":
+        from app.serde.protobuf import ProtobufCodec
+
+        return ProtobufCodec
+    from app.serde.json_schema import JsonSchemaCodec
+
+    return JsonSchemaCodec
 
 
 def formats(
@@ -165,6 +177,8 @@ def formats(
         reg, cli = (target, target_client) if out else (registry, client)
         built[role] = codec_for(fmt, role, reg, schemas.get(role), cli)
     if translate and value_out == "bytes" and registry is not None and target is not None:
+        from app.serde.translate import SchemaTranslator, TranslatingCodec
+
         translator = SchemaTranslator(
             registry, target, schemas.get(Role.OUTPUT_VALUE) or SchemaSettings.model_validate({})
         )

@@ -17,6 +17,7 @@ from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
 from confluent_kafka.schema_registry.common.avro import parse_schema_with_repo
 from fastavro import schemaless_reader, schemaless_writer
+from fastavro.validation import ValidationError, validate
 
 from app.errors import ConfigError
 from app.serde.base import Inline, Role
@@ -107,6 +108,25 @@ class AvroCodec(RegistryCodec):
         schemaless_writer(out, self._writer, value, **_WRITER_STRICTNESS)
         return out.getvalue()
 
+    def exact_problem(self, value: Any) -> str | None:
+        """Why ``value`` is not exactly a datum of ``schema_file``, naming the field
+        (``fastavro.validation.validate``: ``"12.50"`` is not a double, although the writer
+        would coerce it); a missing field that has a default is fine, as when writing."""
+        if self._parsed_reader is None:
+            return None
+        try:
+            validate(value, self._parsed_reader, raise_errors=True)
+        except ValidationError as exc:
+            if not exc.errors:
+                return f"does not match the avro schema: {exc}"
+            first = exc.errors[0]
+            wanted = dict.fromkeys(
+                _type_name(e.schema) for e in exc.errors if e.field == first.field
+            )
+            field = first.field or "(the value)"
+            return f"field {field} is {first.datum!r}; the schema wants {' or '.join(wanted)}"
+        return None
+
     def _make_serializer(self) -> Serialize:
         conf: dict[str, Any] = {**self.serde_conf(), **_SERIALIZER_STRICTNESS}
         serializer = AvroSerializer(self.client, self._schema_text, conf=conf)
@@ -126,6 +146,13 @@ class AvroCodec(RegistryCodec):
 # What the library's serializer is told, and what it then passes to fastavro's writer.
 _SERIALIZER_STRICTNESS = {"validate.strict": False, "validate.strict.allow.default": True}
 _WRITER_STRICTNESS = {"strict": False, "strict_allow_default": True}
+
+
+def _type_name(schema: Any) -> str:
+    """``double``, ``demo.Order``, ``array``: what a validation error's schema expected."""
+    if isinstance(schema, dict):
+        return str(schema.get("name") or schema.get("type"))
+    return "a union" if isinstance(schema, list) else str(schema)
 
 
 def _is_record(parsed: Any) -> bool:

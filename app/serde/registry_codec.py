@@ -138,6 +138,14 @@ class RegistryCodec:
                 f"output to {topic} does not match its {self.name} schema: {exc}"
             ) from exc
 
+    def exact_problem(self, value: Any) -> str | None:
+        """Why ``value`` does not match the writer schema exactly, types included, or None.
+
+        :meth:`encode` is what the bridge writes with (its library may coerce a value); a tool
+        that feeds a topic asks this first (``produce``). The base has no stricter check.
+        """
+        return None
+
     def prepare(self, topic: str) -> int:
         """Register (or look up) the output schema for ``topic`` now, at start-up, so that a
         refusal is a one-line :class:`RegistryConfigError` before any record; its ID."""

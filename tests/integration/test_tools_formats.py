@@ -88,3 +88,50 @@ def test_produce_in_protobuf_and_its_mistakes_in_one_line(
     refused = eos_bridge("produce", topic, *args, stdin=bad, env=env)
     assert refused.code == 2 and "record 3" in refused.one_line_error(), refused.stderr
     assert len(kafka.read_all(topic)) == 5  # nothing of the refused input was sent
+
+
+PAYMENT = {
+    "type": "record", "name": "Payment", "namespace": "demo",
+    "fields": [{"name": "id", "type": "string"}, {"name": "amount", "type": "double"}],
+}  # fmt: skip
+
+
+def test_produce_refuses_a_value_its_avro_schema_does_not_type_exactly(
+    kafka: KafkaFixture, registry: RegistryFixture, tmp_path: Path
+) -> None:
+    """fastavro's writer would write "12.50" as 12.5; the tool names the record and field."""
+    schema = tmp_path / "payment.avsc"
+    schema.write_text(json.dumps(PAYMENT))
+    topic = kafka.create_topic()
+    args = ["--value-format", "avro", "--schema", str(schema), "--registry", registry.url]
+    lines = json.dumps({"id": "p1", "amount": 3.5}) + "\n"
+    lines += json.dumps({"id": "p2", "amount": "12.50"}) + "\n"
+    refused = eos_bridge(
+        "produce", topic, *args, stdin=lines, env={"BRIDGE_BOOTSTRAP_SERVERS": kafka.bootstrap}
+    )
+    error = refused.one_line_error()
+    assert refused.code == 2 and "record 2" in error and "demo.Payment.amount" in error, error
+    assert "'12.50'" in error and "double" in error, error
+    assert kafka.read_all(topic) == []  # nothing was sent
+
+
+def test_tail_without_value_format_names_the_format_of_a_framed_topic(
+    kafka: KafkaFixture, registry: RegistryFixture, tmp_path: Path
+) -> None:
+    schema = tmp_path / "order.avsc"
+    schema.write_text(json.dumps(ORDER))
+    topic = kafka.create_topic()
+    env = {"BRIDGE_BOOTSTRAP_SERVERS": kafka.bootstrap}
+    avro = ["--value-format", "avro", "--schema", str(schema), "--registry", registry.url]
+    produced = eos_bridge("produce", topic, *avro, stdin=_lines(2), env=env)
+    assert produced.code == 0, produced.stderr
+    schema_id = int.from_bytes((kafka.read_all(topic)[0].value or b"")[1:5], "big")
+    tail = ["tail", topic, "--from-beginning", "--exit-at-end"]
+
+    named = eos_bridge(*tail, "--registry", registry.url, env=env)
+    error = named.one_line_error()
+    assert named.code == 2 and named.stdout == "", named.stdout  # no binary on the terminal
+    assert f"schema ID {schema_id}" in error and "add --value-format avro" in error, error
+    unnamed = eos_bridge(*tail, env=env)  # no registry to ask: the three formats and --registry
+    error = unnamed.one_line_error()
+    assert unnamed.code == 2 and f"schema ID {schema_id}" in error and "--registry" in error, error

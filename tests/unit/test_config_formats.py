@@ -15,6 +15,7 @@ from app.errors import ConfigError, OutputNotEncodable
 from app.serde.avro import AvroCodec
 from app.serde.json_schema import JsonSchemaCodec
 from app.serde.registry import RegistrySettings, SchemaSettings, SubjectStrategy
+from app.serde.translate import TranslatingCodec
 
 BASE = {"input_topics": ["in"], "output_topic": "out"}
 USER = '{"type": "record", "name": "User", "fields": [{"name": "id", "type": "long"}]}'
@@ -151,9 +152,9 @@ def test_the_output_roles_use_the_target_registry_and_bytes_are_translated(
     assert isinstance(built.value_in, AvroCodec) and built.value_in.registry is source
     assert isinstance(built.value_out, AvroCodec) and built.value_out.registry is target
     copied = serde.formats("bytes", "bytes", registry=source, target=target, translate=True)
-    assert isinstance(copied.value_out, serde.TranslatingCodec)
+    assert isinstance(copied.value_out, TranslatingCodec)
     assert copied.value_out.encode(None, "out") is None  # a tombstone asks no registry
     with pytest.raises(OutputNotEncodable, match=r"\(NotWireFormat\)"):  # a dead letter
         copied.value_out.encode(b"\x07 plain text", "out")
     untouched = serde.formats("bytes", "bytes", registry=source, target=target)
-    assert not isinstance(untouched.value_out, serde.TranslatingCodec)
+    assert not isinstance(untouched.value_out, TranslatingCodec)

@@ -4,7 +4,10 @@ test_error_ladder.py)."""
 from __future__ import annotations
 
 import orjson
+import pytest
 
+from app.commands import verify
+from app.commands.cli import main
 from app.commands.verify import IdExtractor, audit
 from app.kafka.topics import KafkaRecord
 from app.serde import BytesCodec, JsonCodec
@@ -51,3 +54,20 @@ def test_encoding() -> None:
     assert value({"a": 1}, "t") == b'{"a":1}'
     assert value("x", "t") == b"x" and value(None, "t") is None
     assert key(7, "t") == b"7" and key(b"k", "t") == b"k" and key(None, "t") is None
+
+
+def test_an_id_audit_with_missing_ids_points_at_the_pipeline_spec(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A filtering pipeline's dropped records look missing to an id audit (issue 56)."""
+    inputs = [rec("in", 0, "a"), rec("in", 1, "b")]
+    read = (inputs, [rec("out", 0, "a")], [], {"in", "out"})
+    monkeypatch.setattr(verify, "two_cluster_settings", lambda args: None)
+    monkeypatch.setattr(verify, "_read_topics", lambda args, conn: read)
+    argv = ["verify", "--input", "in", "--output", "out", "--id-field", "id"]
+    assert main(argv) == 1
+    out = capsys.readouterr().out
+    assert "1 missing" in out and "--pipeline-spec" in out.splitlines()[-1], out
+    read = (inputs, [rec("out", 0, "a"), rec("out", 1, "b")], [], {"in", "out"})
+    assert main(argv) == 0
+    assert "--pipeline-spec" not in capsys.readouterr().out  # nothing missing: no hint

@@ -146,7 +146,9 @@ def test_the_unsafe_test_switch_shares_one_producer() -> None:
     assert list(rig.made) == ["g-instance"]
 
 
-def test_assignment_fences_first_then_starts_at_the_stored_positions() -> None:
+def test_assignment_fences_first_then_starts_at_the_stored_positions(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     order: list[str] = []
 
     class Store:
@@ -167,9 +169,12 @@ def test_assignment_fences_first_then_starts_at_the_stored_positions() -> None:
 
     rig.tasks._new_producer = new
     assignment = TaskAssignment(rig.tasks, Store(), reset_offset=-2)
-    starts = assignment.assign([TopicPartition("in", 0), TopicPartition("in", 1)])
+    with caplog.at_level("INFO", logger="app.engine.tasks"):
+        starts = assignment.assign([TopicPartition("in", 0), TopicPartition("in", 1)])
     assert order == ["new g-task-0", "new g-task-1", "committed"]
     assert [(tp.partition, tp.offset) for tp in starts] == [(0, -2), (1, 7)]
+    # the log says it in words, not librdkafka's -1001 (issue 56)
+    assert "starting at in[0]@no position, in[1]@7" in caplog.text, caplog.text
 
 
 def test_init_transactions_is_bounded_by_the_bridges_stuck_call_deadline() -> None:
