@@ -109,7 +109,9 @@ FAST_FAILOVER: dict[str, object] = {
 RESTARTABLE = {3, 5}
 
 
-def test_coordinator_broker_sigkill_again_and_again(cluster3: LocalKafka, bridges: MakeBridge) -> None:
+def test_coordinator_broker_sigkill_again_and_again(
+    cluster3: LocalKafka, bridges: MakeBridge
+) -> None:
     """The image's way: ``eos-bridge supervise -- run`` with failover-sized timeouts. The test
     never restarts anything, the supervisor does; each of its restarts (exit code, time to
     ``/readyz``) and the time to the first commit after each kill are printed (issue 33's
@@ -137,8 +139,8 @@ def test_coordinator_broker_sigkill_again_and_again(cluster3: LocalKafka, bridge
     exits = [int(ln.split("bridge exited ")[1][0]) for ln in restarts if "bridge exited" in ln]
     assert set(exits) <= RESTARTABLE, "\n".join(restarts)  # else the supervisor had stopped
     rejoins = bridge.logs().count("joining the group again in-process")
-    print(f"restarts (exit codes {exits}): {len(exits)} for {KILLS} kills; in-process rejoins after a "
-          f"fence: {rejoins}; starts: {bridge.starts}; "
+    print(f"restarts (exit codes {exits}): {len(exits)} for {KILLS} kills; "
+          f"in-process rejoins after a fence: {rejoins}; starts: {bridge.starts}; "
           f"processing again after {', '.join(f'{t:.0f}' for t in recovered)} s")  # fmt: skip
     print("\n".join(ln.split(" ", 2)[-1] for ln in restarts))
 
