@@ -78,6 +78,7 @@ def cross_cluster_tasks(
     offsets = TargetOffsets(
         reader, topic, group, settings.transactional_id, watchdog, settings.call_timeout,
         mirror=consumer if settings.mirror_offsets_to_source else None, stuck_after=stuck,
+        new_reader=clients.consumer,
     )  # fmt: skip
     return TaskAssignment(producers, offsets, reset_offset(settings))
 

@@ -121,3 +121,27 @@ def test_a_stateful_bridge_is_built_from_the_changelogs_preflight_prepared(
     assert admin.polls == 1  # the start-up requests' log lines, handed over
     assert rig.admins == []  # a second admin only when a settling error outlasts the first
     bridge.close_state()
+
+
+def test_a_two_cluster_bridge_is_built_without_a_kafka_client(tmp_path: Path) -> None:
+    """Two clusters: the offsets topic's reader too comes from the composition's makers, and
+    no task producer exists before an assignment."""
+    made: list[str] = []
+
+    def consumer(conf: dict[str, Any]) -> FakeConsumer:
+        made.append(str(conf["group.id"]))
+        return FakeConsumer()
+
+    def producer(conf: dict[str, Any]) -> FakeProducer:
+        raise AssertionError("a task producer before any assignment")
+
+    settings = BridgeSettings(
+        input_topics=["in"], output_topic="out", group_id="g", instance_id="i0",
+        target={"bootstrap_servers": "other:9092"}, http_port=0,
+    )  # fmt: skip
+    bridge = compose(
+        settings, Pipeline(), _facts(), Metrics(), Health(30.0), idle_watchdog(),
+        clients=Clients(consumer=consumer, producer=producer, admin=FakeAdmin),
+    )  # fmt: skip
+    init_transactions(bridge.transactions, settings)  # the task producers': on assignment
+    assert made == ["g", "g.offsets-reader"]
