@@ -1,7 +1,7 @@
 """Process life: the HTTP endpoints, signals, the watchdog, and the exit codes:
 0 clean stop, 2 configuration, 3 fatal Kafka error (or a Kafka call stuck past its deadline,
 see app.engine.watchdog), 4 record failure with on_error=fail, 5 another live instance uses this
-instance_id. What is built comes from :func:`app.engine.wiring.build`.
+instance_id. What is built comes from :func:`app.engine.start.build`.
 
 A fenced static member (``FENCED_INSTANCE_ID``) is not always a live twin: after a group
 coordinator fails over, the new coordinator can fence the member's own earlier membership
@@ -28,8 +28,8 @@ from confluent_kafka.admin import AdminClient
 from app.config import BridgeSettings
 from app.engine.faults import NO_FAULTS, Faults
 from app.engine.loop import Bridge
+from app.engine.start import build
 from app.engine.watchdog import Watchdog
-from app.engine.wiring import build
 from app.errors import BridgeError, ConfigError, InstanceFenced, KafkaFatalError, RecordError
 from app.kafka.errors import describe
 from app.kafka.stable import stable_offsets, written_partitions
@@ -107,7 +107,7 @@ def run(
 ) -> int:
     """Run until SIGTERM/SIGINT (or until ``until()`` says done, asked every half second);
     returns the process exit code. ``replaying``, ``faults``: see
-    :func:`app.engine.wiring.build`."""
+    :func:`app.engine.start.build`."""
     metrics, health = Metrics(), _health(settings)
     try:
         server = _serve(settings, health, metrics)

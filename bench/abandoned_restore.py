@@ -8,7 +8,7 @@ Soak attempts 6, 11 and 13 each saw one bridge process keep 30-50 MiB more RSS a
 rebalance that assigned it partitions it had no state for and took them back within a second.
 This replays that in one process, ``--rounds`` times: assign a partition whose changelog holds
 ``--records`` records to a fresh store, restore for ``--budget`` seconds (the production path:
-``make_backend`` → ``assign`` → ``recover``), revoke it, delete its store (the next round
+``open_state`` → ``assign`` → ``recover``), revoke it, delete its store (the next round
 restores from offset 0 again), ``malloc_trim(0)`` as the bridge's trimmer does, and print RSS
 and the resident size of glibc's heaps. With ``--background`` a consumer and a producer run
 beside it, as the bridge's own clients do, so their threads allocate in the same arenas.
@@ -32,8 +32,8 @@ from pathlib import Path
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 
+from app.engine.start import open_state
 from app.pipeline import Pipeline
-from app.state import make_backend
 from bench.bench_recovery import GROUP, _settings, seed
 from changelog.naming import changelog_topic_name
 from devkit.kafka import LocalKafka
@@ -84,7 +84,7 @@ def rounds(bootstrap: str, topic: str, records: int, n: int, budget: float, bg: 
     """The child: ``n`` abandoned restores in this process."""
     trim = ctypes.CDLL("libc.so.6").malloc_trim
     state_dir = Path(tempfile.mkdtemp(prefix="abandoned-restore-"))
-    backend = make_backend(_settings(bootstrap, topic, state_dir, 1 << 26), Pipeline().count())
+    backend = open_state(_settings(bootstrap, topic, state_dir, 1 << 26), Pipeline().count())
     tp = (topic, 0)
     stop = threading.Event()
     if bg:

@@ -12,7 +12,7 @@ Phases (each measured phase runs in its own process, so its peak RSS is its own)
 2. bare: a read_committed consumer with the restore consumer's settings reads the changelog
    and drops every record (``consume(RESTORE_BATCH)``, headers and keys touched) — the
    ceiling a restore can reach on this machine, in this run;
-   restore: a fresh state directory restored by the production code path (``make_backend`` →
+   restore: a fresh state directory restored by the production code path (``open_state`` →
    ``assign`` → ``recover`` slices) — records/s, its ratio to the bare read and peak RSS;
    once with every record applied, once with the newest half skipped by the filter rule;
 3. cache: a count over ``--keys`` distinct keys through the write-behind cache with
@@ -37,6 +37,7 @@ from typing import Any
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from app.config import BridgeSettings
+from app.engine.start import open_state
 from app.kafka.errors import consumer_retriable
 from app.kafka.topics import create_topic
 from app.pipeline import Pipeline
@@ -44,7 +45,6 @@ from app.pipeline.record import Row
 from app.pipeline.stateful import Count
 from app.pipeline.steps import StepContext
 from app.sink.collector import RecordCollector
-from app.state import make_backend
 from app.state.manager import RocksDBState
 from changelog.format import changelog_headers
 from changelog.naming import changelog_topic_name
@@ -69,7 +69,7 @@ def seed(bootstrap: str, topic: str, records: int, keys: int, value_bytes: int, 
     """Input topic + changelog with ``records`` records in transactions of ``every``."""
     create_topic(bootstrap, topic, 1)
     settings = _settings(bootstrap, topic, Path(tempfile.mkdtemp()), 1 << 26)
-    make_backend(settings, Pipeline().count()).close()  # creates the changelog topic
+    open_state(settings, Pipeline().count()).close()  # creates the changelog topic
     changelog = changelog_topic_name(GROUP, topic, "count")
     producer = Producer(
         {"bootstrap.servers": bootstrap, "transactional.id": f"seed-{topic}", "linger.ms": 20,
@@ -121,7 +121,7 @@ def bare(bootstrap: str, topic: str) -> dict[str, Any]:
 def restore(bootstrap: str, topic: str, committed: int) -> dict[str, Any]:
     """Restore into a fresh state dir; returns the figures of this process."""
     with tempfile.TemporaryDirectory() as state_dir:
-        backend = make_backend(
+        backend = open_state(
             _settings(bootstrap, topic, Path(state_dir), 1 << 26), Pipeline().count()
         )
         assert isinstance(backend, RocksDBState)

@@ -59,8 +59,9 @@ def cmd_check_config(args: argparse.Namespace) -> int:
     """Validate the settings, compile the pipeline and optionally check the topics exist."""
     from confluent_kafka.admin import AdminClient
 
+    from app.engine.preflight import wanted_topics
     from app.engine.repartition import regroup_plan
-    from app.engine.wiring import build_pipeline, wanted_topics
+    from app.engine.wiring import build_pipeline
     from app.kafka.admin import refuse_compacted_dlq, require_topics
 
     settings = _settings(args)
@@ -81,10 +82,11 @@ def cmd_check_config(args: argparse.Namespace) -> int:
 
 
 def cmd_reset_state(args: argparse.Namespace) -> int:
+    from app.engine.wiring import state_root
     from app.state import reset_state
 
     settings = _settings(args)
-    reset_state(settings)
+    reset_state(state_root(settings))
     print(
         f"eos-bridge: local state of group {settings.group_id!r} under {settings.state_dir} wiped"
     )

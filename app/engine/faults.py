@@ -1,4 +1,4 @@
-"""Seams where a test rig injects faults into the composition (:func:`app.engine.wiring.build`).
+"""Seams where a test rig injects faults into the composition (:func:`app.engine.start.build`).
 
 The service itself always composes :data:`NO_FAULTS`: no setting and no environment variable
 reaches these seams (Kafka Streams keeps such hooks out of its public config too); the test

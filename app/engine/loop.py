@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any
@@ -24,7 +24,7 @@ from app.engine.checkpoint import Checkpoint
 from app.engine.decoding import BatchDecoder
 from app.engine.isolation import AFTER_ABORTS, Isolation
 from app.engine.ladder import Ladder
-from app.engine.pipelined import overlap
+from app.engine.pipelined import Overlap
 from app.engine.rebalance import Rebalancer
 from app.engine.regroup import Regrouper
 from app.engine.transactions import Transactions
@@ -39,12 +39,10 @@ from app.ops.health import Health
 from app.ops.lag import LagReport
 from app.ops.metrics import Metrics
 from app.ops.progress import ProgressLog
-from app.pipeline.builder import Pipeline
 from app.pipeline.errors import error_text
+from app.pipeline.fusion import FusedBatch
 from app.pipeline.record import Failure
-from app.pipeline.steps import StepContext, fuse
-from app.serde import Formats
-from app.serde import formats as default_formats
+from app.pipeline.steps import Step, StepContext
 from app.sink.output import Output
 from app.state.access import StateAccess
 from app.state.backend import StateBackend
@@ -71,69 +69,91 @@ class LoopSettings:
     isolate_after: int = AFTER_ABORTS  # aborts in a row that start poison isolation
 
 
+@dataclass(slots=True, frozen=True)
+class Collaborators:
+    """What the loop drives, built by the composition (:mod:`app.engine.wiring`)."""
+
+    consumer: ConsumerPort
+    txn: Transactions
+    output: Output
+    state: StateBackend
+    checkpoint: Checkpoint
+    rebalancer: Rebalancer
+    ladder: Ladder
+    isolation: Isolation
+    metrics: Metrics
+    health: Health
+    watchdog: Watchdog
+    progress: ProgressLog
+    lag: LagReport  # from committed positions: an abort loop keeps its lag (and fails /livez)
+
+
+@dataclass(slots=True, frozen=True)
+class Processing:
+    """The pipeline as the loop runs it, compiled by the composition.
+
+    Attributes:
+        decode: messages → rows and decoding failures.
+        steps: what runs on the decoded rows (a regrouped pipeline's tail; its head runs
+            before the hop).
+        atomic: a stateful pipeline's batches, where a failed record leaves no trace
+            (:mod:`app.engine.atomic`).
+        fused: the one-pass loop of filters and dict maps or a count alone (``steps.fuse``);
+            a batch with anything unusual falls back to the steps.
+        overlap: the pipelined checkpoint (:mod:`app.engine.pipelined`), when on.
+        regroup: the repartition hop (:mod:`app.engine.regroup`), None: no hop.
+        tasks: two clusters: one producer per input partition.
+    """
+
+    decode: BatchDecoder
+    steps: Sequence[Step]
+    atomic: Atomic | None = None
+    fused: FusedBatch | None = None
+    overlap: Overlap | None = None
+    regroup: Regrouper | None = None
+    tasks: TaskRouting | None = None
+
+
 class Bridge:
     """One bridge process: the consumer, the pipeline, the output and the checkpoint."""
 
-    def __init__(
-        self,
-        consumer: ConsumerPort,
-        txn: Transactions,
-        output: Output,
-        pipeline: Pipeline,
-        state: StateBackend,
-        checkpoint: Checkpoint,
-        rebalancer: Rebalancer,
-        ladder: Ladder,
-        metrics: Metrics,
-        health: Health,
-        watchdog: Watchdog,
-        loop: LoopSettings,
-        formats: Formats | None = None,
-        tasks: TaskRouting | None = None,
-        isolation: Isolation | None = None,
-        regroup: Regrouper | None = None,
-    ) -> None:
-        self._consumer = consumer
-        self._isolation = isolation or Isolation(loop.isolate_after, loop.batch_size)
-        self._regroup = regroup  # the repartition hop (app.engine.regroup), None: no hop
-        self._tasks = tasks  # two clusters: one producer per input partition
-        self._txn = txn
-        self._output = output
-        self._pipeline = pipeline
-        self._state = state
-        self._checkpoint = checkpoint
-        self._metrics = metrics
-        self._health = health
-        self._watchdog = watchdog
+    def __init__(self, parts: Collaborators, processing: Processing, loop: LoopSettings) -> None:
+        self._consumer = parts.consumer
+        self._txn = parts.txn
+        self._output = parts.output
+        self._state = parts.state
+        self._checkpoint = parts.checkpoint
+        self._rebalancer = parts.rebalancer
+        self._ladder = parts.ladder
+        self._isolation = parts.isolation
+        self._metrics = parts.metrics
+        self._health = parts.health
+        self._watchdog = parts.watchdog
+        self._progress = parts.progress
+        self._lag = parts.lag
+        self._decode_batch = processing.decode
+        self._steps = processing.steps
+        self._atomic = processing.atomic
+        self._fused = processing.fused
+        self._overlap = processing.overlap
+        self._regroup = processing.regroup
+        self._tasks = processing.tasks
         self._topics = loop.topics
         self._instance_id = loop.instance_id
         self._max_batch = self._batch_size = loop.batch_size
         self._poll_timeout = loop.poll_timeout
         self._retries = loop.retries
         self._dead_letter = loop.dead_letter
-        formats = formats or default_formats()
-        self._decode_batch = BatchDecoder.of(pipeline, formats, loop.instance_id)
-        self._rebalancer = rebalancer
-        self._ladder = ladder
-        # What runs on the decoded rows: a regrouped pipeline's tail (the head: _transform).
-        self._steps = pipeline.steps if regroup is None else regroup.plan.tail
-        # A stateful pipeline's batches: a failed record leaves no trace (app.engine.atomic).
-        decode, access = self._decode_batch if regroup is None else regroup.decode, state.access
-        self._atomic = Atomic.of(self._steps, access, output, decode, loop, regroup)
-        self._progress = ProgressLog(consumer, metrics)
-        self._lag = LagReport(
-            consumer, metrics, committed=checkpoint.committed_positions, waiting=health.waiting
-        )  # from committed positions: an abort loop keeps its lag (and fails /livez)
         self.stopping = False
-        # Pipelines of filters and dict maps, or a count alone, run fused (one pass, no Row
-        # objects); a batch with anything unusual falls back to the steps (steps.fuse).
-        self._fused = None if not loop.fused or regroup else fuse(
-            pipeline.steps, formats, output.fast_path_max_bytes, output.topic_exists, access,
-        )  # fmt: skip
-        self._overlap = overlap(
-            checkpoint, wanted=loop.pipelined and not regroup, exactly_once=txn.exactly_once,
-            tasks=tasks is not None, per_topic=output.per_topic,
-        )  # fmt: skip
+
+    @property
+    def transactions(self) -> Transactions:
+        """The transaction owner (its ``init`` runs at start, after the composition)."""
+        return self._txn
+
+    def close_state(self) -> None:
+        """Close the state backend (and its directory's lock) of a bridge that never ran."""
+        self._state.close()
 
     # ---- the loop and its error ladder -----------------------------------------------------
 

@@ -7,16 +7,17 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, Producer
-from confluent_kafka.admin import AdminClient
+from confluent_kafka import OFFSET_BEGINNING, OFFSET_END
 
 from app.config import BridgeSettings
 from app.engine.faults import NO_FAULTS, Faults
+from app.engine.preflight import offsets_topic
 from app.engine.tasks import TaskAssignment, TaskProducers, task_transactional_id
 from app.engine.watchdog import Watchdog
+from app.kafka.clients import KAFKA, Clients
 from app.kafka.defaults import stuck_call_deadline
+from app.kafka.ports import ConsumerPort
 from app.offsets import GroupOffsets, OffsetStore, TargetOffsets
-from app.offsets.target import prepare_offsets_topic
 from app.ops.logs import librdkafka_logging
 
 log = logging.getLogger(__name__)
@@ -33,16 +34,14 @@ def offset_store(
     settings: BridgeSettings,
     pconf: dict[str, Any],
     watchdog: Watchdog,
-    target_admin: AdminClient,
-    consumer: Consumer,
+    consumer: ConsumerPort,
     stuck: float,
     faults: Faults = NO_FAULTS,
+    clients: Clients = KAFKA,
 ) -> tuple[OffsetStore, TaskAssignment | None]:
     """The store of input positions, and the task producers when there are several."""
     if settings.cross_cluster and settings.exactly_once:
-        tasks = cross_cluster_tasks(
-            settings, pconf, watchdog, target_admin, consumer, stuck, faults
-        )
+        tasks = cross_cluster_tasks(settings, pconf, watchdog, consumer, stuck, faults, clients)
         return tasks.offsets, tasks
     return GroupOffsets(consumer, watchdog, settings.call_timeout, stuck), None
 
@@ -51,23 +50,23 @@ def cross_cluster_tasks(
     settings: BridgeSettings,
     pconf: dict[str, Any],
     watchdog: Watchdog,
-    admin: AdminClient,
-    consumer: Consumer,
+    consumer: ConsumerPort,
     stuck: float,
     faults: Faults = NO_FAULTS,
+    clients: Clients = KAFKA,
 ) -> TaskAssignment:
     """Two clusters, exactly-once: one transactional producer per input partition and the
     positions in the target's offsets topic (docs/cross-cluster.md); ``stuck`` bounds each
     of their blocking calls (:func:`stuck_after`); ``faults.task_id``, a test's, replaces
-    the per-partition transactional ids."""
-    topic = settings.offsets_topic or f"{settings.group_id}.offsets"
-    prepare_offsets_topic(admin, topic, settings.startup_timeout)
+    the per-partition transactional ids. The offsets topic was prepared at start
+    (:mod:`app.engine.preflight`)."""
+    topic = offsets_topic(settings)
     group = settings.group_id
     prefix = (
         f"{settings.transactional_id_prefix}-{group}" if settings.transactional_id_prefix else group
     )
     producers = TaskProducers(
-        lambda txn_id: Producer({**pconf, "transactional.id": txn_id}),
+        lambda txn_id: clients.producer({**pconf, "transactional.id": txn_id}),
         faults.task_id or (lambda n: task_transactional_id(prefix, n)),
         watchdog,
         settings.call_timeout,
@@ -79,6 +78,7 @@ def cross_cluster_tasks(
     offsets = TargetOffsets(
         reader, topic, group, settings.transactional_id, watchdog, settings.call_timeout,
         mirror=consumer if settings.mirror_offsets_to_source else None, stuck_after=stuck,
+        new_reader=clients.consumer,
     )  # fmt: skip
     return TaskAssignment(producers, offsets, reset_offset(settings))
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, TopicPartition
@@ -120,6 +120,7 @@ class TargetOffsets:
         timeout: how long reading to the end may take (one line, exit 3, past it).
         stuck_after: the watchdog's deadline for each blocking client call of the read (the
             bridge's ``stuck_call_timeout``); default ``timeout`` + 15 s.
+        new_reader: makes the reader from its settings (default a confluent-kafka Consumer).
     """
 
     def __init__(
@@ -132,6 +133,7 @@ class TargetOffsets:
         timeout: float,
         mirror: Any = None,
         stuck_after: float | None = None,
+        new_reader: Callable[[dict[str, Any]], Any] | None = None,
     ) -> None:
         conf = {
             **reader_config,
@@ -140,7 +142,7 @@ class TargetOffsets:
             "enable.partition.eof": False,
             "isolation.level": "read_committed",
         }
-        self._reader = Consumer(conf)
+        self._reader = (new_reader or Consumer)(conf)  # new_reader: the composition's maker
         self.topic = topic
         self._group = group
         self._writer = writer

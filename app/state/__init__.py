@@ -4,6 +4,6 @@ recovery. The processing loop sees only :class:`StateBackend`; stateful steps (i
 """
 
 from app.state.backend import NoState, StateBackend
-from app.state.factory import make_backend, reset_state
+from app.state.factory import StateConfig, make_backend, reset_state
 
-__all__ = ["NoState", "StateBackend", "make_backend", "reset_state"]
+__all__ = ["NoState", "StateBackend", "StateConfig", "make_backend", "reset_state"]

@@ -1,29 +1,26 @@
-"""Build the state backend from the settings and the pipeline; wipe local state on purpose."""
+"""Build the state backend from its settings and the changelog topics prepared at start
+(:mod:`app.engine.preflight`); wipe local state on purpose."""
 
 from __future__ import annotations
 
 import logging
 import shutil
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from confluent_kafka import Consumer
-from confluent_kafka.admin import AdminClient
-
-from app.config import BridgeSettings
 from app.errors import ConfigError
 from app.kafka.errors import consumer_retriable, settling
-from app.ops.logs import librdkafka_logging
 from app.state.backend import NoState, StateBackend
 from app.state.errors import changelog_errors
 from app.state.locking import StateDirLock
 from app.state.manager import RocksDBState
 from app.state.store import set_block_cache
 from app.state.version import check_state_dir
-from changelog.naming import changelog_topic_name, validate_store_name
+from changelog.naming import validate_store_name
 from changelog.recovery import RESTORE_CONSUMER_DEFAULTS, Restorer
-from changelog.topics import ChangelogSpec, changelog_watermarks, ensure_changelog_topics
+from changelog.topics import changelog_watermarks
 
 log = logging.getLogger(__name__)
 
@@ -55,68 +52,71 @@ def pipeline_stores(pipeline: StepList) -> list[str]:
     return stores
 
 
-def state_root(settings: BridgeSettings) -> Path:
-    """Where this group's databases live: ``<state_dir>/<group_id>``."""
-    return settings.state_dir / settings.group_id
+@dataclass(slots=True, frozen=True)
+class StateConfig:
+    """What the backend reads of the settings (the composition builds it).
+
+    Attributes:
+        root: where this group's databases live (``<state_dir>/<group_id>``).
+        group_id: the consumer group (the restore consumer's group name derives from it).
+        cache_max_bytes: the write-behind cache's cap.
+        block_cache_bytes: RocksDB's shared block cache.
+        client: the changelogs' cluster's client settings.
+        timeout: seconds a start-up or watermark request may take (``startup_timeout``).
+    """
+
+    root: Path
+    group_id: str
+    cache_max_bytes: int
+    block_cache_bytes: int
+    client: Mapping[str, Any]
+    timeout: float
 
 
 def make_backend(
-    settings: BridgeSettings, pipeline: StepList, topics: Sequence[str] | None = None
+    config: StateConfig,
+    changelogs: Mapping[tuple[str, str], str],
+    admin: Any,
+    new_admin: Callable[[dict[str, Any]], Any],
+    new_consumer: Callable[[dict[str, Any]], Any],
 ) -> StateBackend:
-    """The backend for ``pipeline``: :class:`NoState` when it keeps no state.
-
-    Creates the changelog topics (or checks them) and locks the state directory; does not
-    open any database (that happens per partition, in ``recover``).
+    """The backend over ``changelogs`` (created or checked at start): :class:`NoState` when
+    there are none. Locks the state directory; does not open any database (that happens per
+    partition, in ``recover``) and makes no client itself.
 
     Args:
-        settings: the bridge settings (state_dir, group_id, cache cap, Kafka clients).
-        pipeline: the compiled pipeline.
-        topics: the topics whose partitions hold state (default the input topics; a
-            regrouped pipeline's: its repartition topic).
+        config: the settings it reads.
+        changelogs: (store, topic whose partitions hold state) → changelog topic.
+        admin: an admin client of the changelogs' cluster (watermarks).
+        new_admin: makes another one when a settling error outlasts its requests.
+        new_consumer: makes a restore consumer from its settings.
 
     Raises:
-        ConfigError: bad store names, unusable changelog topics, or a state_dir in use.
+        ConfigError: a state_dir in use or in a newer format.
     """
-    stores = pipeline_stores(pipeline)
-    if not stores:
+    if not changelogs:
         return NoState()
-    set_block_cache(settings.state_block_cache_bytes)
-    target = settings.target_cluster()  # changelogs live where the outputs are written
-    common = {
-        "bootstrap.servers": target.bootstrap_servers,
-        **target.client_common(),
-        **librdkafka_logging(),
-    }
-    admin = AdminClient(common)
-    inputs = _source_admin(settings) if settings.cross_cluster else admin
-    changelogs, specs = {}, []
-    for topic in settings.input_topics if topics is None else topics:
-        partitions = _partition_count(inputs, topic, settings.startup_timeout)
-        for store in stores:
-            with changelog_errors():
-                name = changelog_topic_name(settings.group_id, topic, store)
-            changelogs[(store, topic)] = name
-            specs.append(ChangelogSpec(name, partitions))
-    with changelog_errors():
-        ensure_changelog_topics(admin, specs, timeout=settings.startup_timeout)
+    set_block_cache(config.block_cache_bytes)
     restore_conf = {
         **RESTORE_CONSUMER_DEFAULTS,
-        **common,
-        "group.id": f"{settings.group_id}.restore",  # assign() only: never joins, never commits
+        **config.client,
+        "group.id": f"{config.group_id}.restore",  # assign() only: never joins, never commits
         "enable.auto.commit": False,
         "isolation.level": "read_committed",
     }
-    root = state_root(settings)
-    lock = _lock_and_check(root)
-    log.info("state: stores %s under %s, changelogs %s", stores, root, sorted(changelogs.values()))
+    lock = _lock_and_check(config.root)
+    stores = list(dict.fromkeys(store for store, _ in changelogs))
+    log.info(
+        "state: stores %s under %s, changelogs %s", stores, config.root, sorted(changelogs.values())
+    )
     admin.poll(0)  # hand over the log lines the start-up requests queued (its logger setting)
 
     return RocksDBState(
-        root,
-        changelogs,
-        settings.state_cache_max_bytes,
-        Restorer(lambda: Consumer(restore_conf), retriable=consumer_retriable),
-        _Watermarks(admin, common, settings.startup_timeout),
+        config.root,
+        dict(changelogs),
+        config.cache_max_bytes,
+        Restorer(lambda: new_consumer(restore_conf), retriable=consumer_retriable),
+        _Watermarks(admin, lambda: new_admin(dict(config.client)), config.timeout),
         lock,
     )
 
@@ -126,11 +126,11 @@ class _Watermarks:
     new one when a settling error outlasts a quarter of the timeout (see
     ``changelog_watermarks``)."""
 
-    def __init__(self, admin: AdminClient, conf: dict[str, Any], timeout: float) -> None:
-        self._admin, self._conf, self._timeout = admin, conf, timeout
+    def __init__(self, admin: Any, new_admin: Callable[[], Any], timeout: float) -> None:
+        self._admin, self._new_admin, self._timeout = admin, new_admin, timeout
 
-    def _renew(self) -> AdminClient:
-        self._admin = AdminClient(self._conf)
+    def _renew(self) -> Any:
+        self._admin = self._new_admin()
         return self._admin
 
     def __call__(self, tps: list[tuple[str, int]]) -> dict[tuple[str, int], tuple[int, int]]:
@@ -140,15 +140,6 @@ class _Watermarks:
             )
         finally:
             self._admin.poll(0)  # and those of every restore's request: nothing else polls it
-
-
-def _source_admin(settings: BridgeSettings) -> AdminClient:
-    """An admin client of the source cluster: the inputs' partition counts are read there."""
-    source = settings.source()
-    return AdminClient(
-        {"bootstrap.servers": source.bootstrap_servers, **source.client_common(),
-         **librdkafka_logging()}
-    )  # fmt: skip
 
 
 def _lock_and_check(root: Path) -> StateDirLock:
@@ -162,22 +153,13 @@ def _lock_and_check(root: Path) -> StateDirLock:
     return lock
 
 
-def _partition_count(admin: Any, topic: str, timeout: float) -> int:
-    meta = admin.list_topics(topic, timeout=timeout).topics.get(topic)
-    if meta is None or meta.error is not None:
-        raise ConfigError(
-            f"input_topics: topic {topic!r} does not exist; its changelog needs its partition count"
-        )
-    return len(meta.partitions)
-
-
-def reset_state(settings: BridgeSettings) -> None:
-    """``eos-bridge reset-state``: delete this group's local state (rebuilt from changelogs).
+def reset_state(root: Path) -> None:
+    """``eos-bridge reset-state``: delete this group's local state under ``root``
+    (``<state_dir>/<group_id>``; rebuilt from the changelogs).
 
     Raises:
         ConfigError: a running bridge holds the state directory.
     """
-    root = state_root(settings)
     if not root.exists():
         log.info("reset-state: nothing to delete at %s", root)
         return

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from app.engine.wiring import state_root
 from app.errors import ConfigError
 from app.sink.collector import RecordCollector
 from app.state import reset_state
@@ -58,14 +59,14 @@ def test_recovery_applies_committed_checkpoints_only(kafka: KafkaFixture, tmp_pa
 
     for wipe in (False, True):  # resume from the stored offset, then from scratch
         if wipe:
-            reset_state(settings)
+            reset_state(state_root(settings))
         backend = open_backend(settings)
         recover_all(backend, [tp], committed=20)
         assert _values(backend, src, [b"a", b"b", b"c"]) == {b"a": b"2", b"b": None, b"c": None}
         backend.close()
 
     # Had the input offset 30 been committed, the last checkpoint would belong to the state.
-    reset_state(settings)
+    reset_state(state_root(settings))
     backend = open_backend(settings)
     recover_all(backend, [tp], committed=30)
     assert _values(backend, src, [b"a", b"c"]) == {b"a": b"999", b"c": b"1"}
@@ -95,7 +96,7 @@ def test_recovery_waits_for_an_open_transaction_before_the_high_watermark(
     live.produce(changelog, b"1", b"d", partition=0, headers=changelog_headers("default", {src: 2}))
     live.commit_transaction(30)
 
-    reset_state(settings)
+    reset_state(state_root(settings))
     backend = open_backend(settings)
     backend.assign([tp])
     assert not backend.recover({tp: 10}, 2.0), "recovery must not end behind an open transaction"

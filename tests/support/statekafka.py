@@ -6,9 +6,9 @@ from pathlib import Path
 from typing import Any
 
 from app.config import BridgeSettings
+from app.engine.start import open_state
 from app.pipeline import Pipeline
 from app.sink.collector import RecordCollector
-from app.state import make_backend
 from app.state.manager import RocksDBState
 from tests.support.kafka import KafkaFixture, wait_until
 
@@ -24,7 +24,7 @@ def state_settings(kafka: KafkaFixture, src: str, state_dir: Path, group: str) -
 
 
 def open_backend(settings: BridgeSettings, pipeline: Pipeline | None = None) -> RocksDBState:
-    backend = make_backend(settings, pipeline or Pipeline().count())
+    backend = open_state(settings, pipeline or Pipeline().count())
     assert isinstance(backend, RocksDBState)
     return backend
 

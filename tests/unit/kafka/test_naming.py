@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from app.engine.wiring import _keep_partition
+from app.engine.preflight import _keep_partition
 from app.errors import ConfigError
 from app.kafka.naming import (
     check_template,

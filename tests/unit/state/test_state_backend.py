@@ -8,12 +8,13 @@ from typing import Any
 import pytest
 
 from app.config import BridgeSettings
+from app.engine.wiring import state_root
 from app.errors import CheckpointAborted, ConfigError, PartitionsMigrated, RecoveryError
 from app.kafka.errors import consumer_retriable
 from app.sink.collector import RecordCollector
 from app.state import manager
 from app.state.cache import WRITE_BEHIND_S
-from app.state.factory import reset_state, state_root
+from app.state.factory import reset_state
 from app.state.locking import StateDirLock
 from app.state.manager import RocksDBState
 from app.state.store import StorePartition, set_block_cache
@@ -261,11 +262,11 @@ def test_reset_state_wipes_local_state_but_not_a_live_one(tmp_path: Path) -> Non
     producer.flush()
     state.after_commit()
     with pytest.raises(ConfigError, match=r"in use by pid \d+"):
-        reset_state(settings)
+        reset_state(root)
     state.close()
-    reset_state(settings)
+    reset_state(root)
     assert [p.name for p in root.iterdir()] == [".lock"]
-    reset_state(settings)  # idempotent
+    reset_state(root)  # idempotent
 
 
 def test_corrupt_store_is_wiped_and_reopened_empty(tmp_path: Path) -> None:
