@@ -11,7 +11,7 @@ QUIX_VENV := .venv-quix
 QUIX_STAMP := $(QUIX_VENV)/.installed
 QUIX_REQUIREMENT := quixstreams==3.28.*
 
-.PHONY: install quix-venv demo test test-long-spark test-spark-image lint unit bench chaos failover soak clean
+.PHONY: install quix-venv demo test test-long-spark test-long-chaos test-spark-image lint unit bench chaos failover soak clean
 
 $(STAMP): pyproject.toml
 	@command -v $(PYTHON) >/dev/null || { echo "Python 3.11+ is required (apt-get install -y python3 python3-venv)"; exit 1; }
@@ -57,11 +57,16 @@ demo: $(DEMO_STAMP)
 
 # Lint, types, then every test: unit, real-broker integration, chaos, Spark, chart and image.
 test: lint $(QUIX_STAMP)
-	$(BIN)/pytest -q --durations=40 -m "not spark_image and not long_spark"
+	$(BIN)/pytest -q --durations=40 -m "not spark_image and not long_spark and not long_chaos"
 
 # Spark crash scenarios too long for CI's time (the Iceberg driver SIGKILLed four times, ~10 min).
 test-long-spark: $(STAMP)
 	$(BIN)/pytest -q -m long_spark tests/spark
+
+# Broker faults CI covers once elsewhere, each again on its own (the transaction and the group
+# coordinator SIGKILLed apart; ~1 min each).
+test-long-chaos: $(STAMP)
+	$(BIN)/pytest -q -m long_chaos tests/chaos
 
 # The Spark image (a ~1 GB build) built with buildah and its CronJob command run in it.
 test-spark-image: $(STAMP)

@@ -34,8 +34,15 @@ def _target(rig: Rig, scene: Scene, role: str) -> int:
     return rig.group_coordinator(scene.group)
 
 
+# The coordinators' SIGKILL is CI's in tests/integration/test_coordinator_failover.py (the broker
+# that is both, killed twice under the supervised bridge); here they run in make test-long-chaos.
 @pytest.mark.parametrize(
-    "role", ["partition leader", "transaction coordinator", "group coordinator"]
+    "role",
+    [
+        "partition leader",
+        pytest.param("transaction coordinator", marks=pytest.mark.long_chaos),
+        pytest.param("group coordinator", marks=pytest.mark.long_chaos),
+    ],
 )
 def test_sigkill_and_restart_broker(rig: Rig, scene_factory: MakeScene, role: str) -> None:
     scene = scene_factory().start()

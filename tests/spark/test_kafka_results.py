@@ -6,7 +6,12 @@ batch's results exactly once.
 One chain of drivers over one topic, table and checkpoint: the first is killed at the first
 fault point in batch 1, the driver started after it (replaying batch 1) at the second in batch
 2, and so on; the last restart runs to the end. Every replay after every fault point must be
-written once, in Delta and in Kafka."""
+written once, in Delta and in Kafka.
+
+``make test`` runs the chain of the two Kafka points (a batch in Delta and in an open
+transaction of the results topic; a batch committed to both, not to the checkpoint); a crash
+after the Delta write is CI's in tests/spark/test_crash_restart.py; the whole chain of four
+runs in ``make test-long-spark``."""
 
 from __future__ import annotations
 
@@ -47,6 +52,8 @@ CHAIN = {
     BEFORE_KAFKA_COMMIT: (SIGKILLED, True, False),
     AFTER_KAFKA_COMMIT: (SIGKILLED, True, True),
 }
+# The Kafka results' own points, in the order the chain meets them.
+KAFKA_CHAIN = {point: CHAIN[point] for point in (BEFORE_KAFKA_COMMIT, AFTER_KAFKA_COMMIT)}
 # 100 offsets a batch: batches 0-5 full, so each point falls in a batch with rows and the
 # final restart has more than the replayed batch to do.
 EVENTS = 600
@@ -80,8 +87,18 @@ def latest_windows(records: list[KafkaRecord]) -> dict[WindowKey, WindowStats]:
     return latest
 
 
+@pytest.mark.parametrize(
+    "chain",
+    [
+        pytest.param(KAFKA_CHAIN, id="kafka-points"),
+        pytest.param(CHAIN, id="all-points", marks=pytest.mark.long_spark),
+    ],
+)
 def test_driver_killed_around_the_delta_and_kafka_commits_writes_each_batch_once(
-    spark: SparkSession, kafka: KafkaFixture, tmp_path: Path
+    spark: SparkSession,
+    kafka: KafkaFixture,
+    tmp_path: Path,
+    chain: dict[str, tuple[int, bool, bool]],
 ) -> None:
     topic = seeded_topic(kafka, "spark-kres-in", seed=7, events=EVENTS)
     results = kafka.create_topic(kafka.unique("spark-kres-out"), partitions=2)
@@ -91,7 +108,7 @@ def test_driver_killed_around_the_delta_and_kafka_commits_writes_each_batch_once
     spec_file.write_text(spec.model_dump_json())
     job = CrashingJob(kafka, topic, tmp_path, ["--spec", str(spec_file)])
 
-    for batch, (point, (exit_code, in_delta, in_kafka)) in enumerate(CHAIN.items(), start=1):
+    for batch, (point, (exit_code, in_delta, in_kafka)) in enumerate(chain.items(), start=1):
         job.crash(point, batch, exit_code)
         # The crash landed where intended, and every batch before it is in both, once.
         in_results = sorted(set(batches_of(kafka.read_all(results))))
@@ -102,7 +119,7 @@ def test_driver_killed_around_the_delta_and_kafka_commits_writes_each_batch_once
 
     job.restart(spark, spec=spec)
     versions = [v for _, _, v in delta_txns(job.table)]
-    assert versions == sorted(set(versions)) and len(versions) > len(CHAIN), versions
+    assert versions == sorted(set(versions)) and len(versions) > len(chain), versions
     job.assert_table_is_reference(spark)
 
     # Exactly once in Kafka: every batch Delta holds is there, no (batch, key) written twice,

@@ -38,9 +38,9 @@ def test_a_json_configuration_and_its_formats_load_no_registry_module() -> None:
     code = (
         "import app.commands.cli\n"
         "from app.config import load_settings\n"
-        "from app.engine.wiring import build_formats\n"
-        "from app.ops.health import Health\n"
-        "build_formats(load_settings(), Health(30.0))"
+        "import app.engine.start\n"
+        "from app.engine.preflight import registries\n"
+        "registries(load_settings())"
     )
     env = {"BRIDGE_INPUT_TOPICS": "in", "BRIDGE_OUTPUT_TOPIC": "out"}
     assert _loaded(code, **env) == []
