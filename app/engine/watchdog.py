@@ -17,8 +17,10 @@ import logging
 import os
 import signal
 import socket
+import sys
 import threading
 import time
+import traceback
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -179,7 +181,18 @@ class Watchdog:
                 watch.what, watch.deadline - watch.started, _at(watch.where),
                 f": {watch.consequence}" if watch.consequence else "", EXIT_STUCK,
             )  # fmt: skip
+        log.critical("thread stacks at the overrun:\n%s", _stacks())
         self._on_overrun(EXIT_STUCK)
+
+
+def _stacks() -> str:
+    """Every thread's Python stack, so a report names the stuck librdkafka call and its caller."""
+    names = {t.ident: t.name for t in threading.enumerate()}
+    parts = []
+    for ident, frame in sys._current_frames().items():
+        stack = "".join(traceback.format_stack(frame))
+        parts.append(f"Thread {names.get(ident, '?')} ({ident}):\n{stack}")
+    return "\n".join(parts)
 
 
 def _at(where: str) -> str:

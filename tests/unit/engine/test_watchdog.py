@@ -38,7 +38,7 @@ def test_a_call_past_its_deadline_is_named_fails_livez_and_exits_3(
         watchdog.stop()
     assert exits.codes == [3]
     assert not health.alive() and health.stuck == "send_offsets_to_transaction stuck"
-    line = caplog.records[-1].getMessage()
+    line = caplog.records[-2].getMessage()
     assert "send_offsets_to_transaction did not return within its deadline" in line
     assert "coordinator broker 2" in line and "exiting with code 3" in line
 
@@ -86,3 +86,23 @@ def test_shutdown_deadline_ends_a_process_stuck_after_sigterm() -> None:
     finally:
         watchdog.stop()
     assert exits.codes == [3]
+
+
+def test_an_overrun_logs_every_thread_stack_naming_the_stuck_function(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    health, exits = Health(stale_after=30.0), Exits()
+    watchdog = Watchdog(health, on_overrun=exits, tick=0.01).start()
+
+    def stuck_in_send_offsets() -> None:
+        with watchdog.guard("send_offsets_to_transaction", 0.05):
+            assert exits.done.wait(30), "the watchdog never fired"
+
+    try:
+        with caplog.at_level(logging.CRITICAL, "app.engine.watchdog"):
+            stuck_in_send_offsets()
+    finally:
+        watchdog.stop()
+    dump = caplog.records[-1]
+    assert dump.levelno == logging.CRITICAL
+    assert "stuck_in_send_offsets" in dump.getMessage()
