@@ -170,6 +170,9 @@ class BridgeSettings(ConnectionSettings):
     )
     transactional_id_prefix: str | None = Field(None, description="default: group_id")
     static_membership: bool = Field(True, description="group.instance.id = instance_id")
+    group_protocol: Literal["classic", "consumer"] = Field(
+        "classic", description="consumer: KIP-848 incremental rebalancing (brokers >= 4.0)"
+    )
     processing_guarantee: Literal["exactly-once", "at-least-once"] = "exactly-once"
     commit_interval: float = Field(1.0, gt=0, description="seconds between checkpoints")
     commit_every: int = Field(0, ge=0, description="records per checkpoint (0 = off)")

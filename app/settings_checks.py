@@ -11,7 +11,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from app.kafka.defaults import consumer_config, masked, producer_config
+from app.kafka.defaults import (
+    CLASSIC_ONLY_CONSUMER_KEYS,
+    consumer_config,
+    masked,
+    producer_config,
+)
 from app.kafka.probe import Role, refused_setting
 
 ECHO_CHARS = 200  # longest user value a message quotes
@@ -43,6 +48,7 @@ def check_settings(s: _Settings) -> None:
     if s.pipeline and ":" not in s.pipeline:
         raise ValueError(f"pipeline must look like module:attr, got {echo(s.pipeline)}")
     check_topics(s)
+    check_group_protocol(s)
     check_state_dir(s.state_dir)
     check_clients(s)
 
@@ -62,6 +68,22 @@ def check_topics(s: _Settings) -> None:
             f"dlq_topic (BRIDGE_DLQ_TOPIC) {s.dead_letter_topic!r} is also an input topic: "
             f"every dead letter would be read again; choose another dead-letter topic"
         )
+
+
+def check_group_protocol(s: _Settings) -> None:
+    """Under ``group_protocol: consumer`` (KIP-848) the broker sets the session timeout, the
+    heartbeat and the assignor; librdkafka refuses the classic keys for them."""
+    if s.group_protocol != "consumer":
+        return
+    sections = (("consumer", s.consumer), ("kafka", s.source().kafka))
+    for section, values in sections:
+        for key, broker_key in CLASSIC_ONLY_CONSUMER_KEYS.items():
+            if key in values:
+                raise ValueError(
+                    f"{section}.{key} (BRIDGE_{section.upper()}) is a classic-protocol "
+                    f"setting: under group_protocol=consumer the broker's {broker_key} "
+                    f"replaces it; remove it or set BRIDGE_GROUP_PROTOCOL=classic"
+                )
 
 
 def check_state_dir(path: Path) -> None:
@@ -97,7 +119,7 @@ def _bridge_config(s: _Settings, role: Role) -> dict[str, Any]:
     cluster's shared settings and the forced ones), without ``bootstrap.servers``."""
     if role == "consumer":
         common = dict(s.source().client_common())
-        conf = consumer_config("", s.group_id, None, common, {})
+        conf = consumer_config("", s.group_id, None, common, {}, s.group_protocol)
     else:
         txn_id = s.transactional_id if s.exactly_once else None
         common = dict(s.target_cluster().client_common())

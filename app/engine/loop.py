@@ -67,6 +67,7 @@ class LoopSettings:
     fused: bool = True  # off for a replay: its rows' headers are rewritten by the sink
     pipelined: bool = False  # pipelined_commit (app.engine.pipelined)
     isolate_after: int = AFTER_ABORTS  # aborts in a row that start poison isolation
+    incremental: bool = False  # group_protocol=consumer (KIP-848): incremental rebalancing
 
 
 @dataclass(slots=True, frozen=True)

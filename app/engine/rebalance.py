@@ -3,6 +3,12 @@
 The callbacks run inside ``consumer.consume()``; they only commit or record. State recovery
 runs from the main loop (:meth:`Rebalancer.recover`), never inside a callback. Aborts go
 through the reaction ladder (:class:`app.engine.ladder.Ladder`), like the loop's.
+
+Two protocols. ``classic`` (eager): every callback carries the whole assignment, set with
+``assign``. ``consumer`` (KIP-848, incremental): a callback carries only the partitions added,
+revoked or lost, changed with ``incremental_assign``/``incremental_unassign``; the partitions
+that stay are never paused, rewound or re-initialised (a revoke commits the open transaction,
+which spans every partition, and the others go on from there).
 """
 
 from __future__ import annotations
@@ -45,8 +51,10 @@ class Rebalancer:
         offsets: OffsetStore,
         ladder: Ladder,
         tasks: Tasks | None = None,
+        incremental: bool = False,
     ) -> None:
         self._consumer = consumer
+        self._incremental = incremental
         self._tasks = tasks
         self._checkpoint = checkpoint
         self._state = state
@@ -112,7 +120,10 @@ class Rebalancer:
         pending = self._state.pending_recovery()
         if self._tasks is not None:  # fence the tasks' old owners, then start where they committed
             partitions = self._tasks.assign(partitions)
-        consumer.assign(partitions)
+        if self._incremental:
+            consumer.incremental_assign(partitions)
+        else:
+            consumer.assign(partitions)
         self._checkpoint.assigned(keys)
         # librdkafka keeps a partition's pause across unassign and assign: one revoked while it
         # was restoring would come back paused for good if its state is now complete.
@@ -122,10 +133,16 @@ class Rebalancer:
             # Nothing of a partition is processed before its state is restored.
             consumer.pause([TopicPartition(t, p) for t, p in pending])
             self._paused.update(pending)
+        self._report_readiness()
+
+    def _report_readiness(self) -> None:
+        """Ready when no assigned partition waits for its state."""
+        if pending := self._state.pending_recovery():
             self._health.set_ready(False, f"recovering state of {len(pending)} partitions")
             self._metrics.ready.set(0)
         else:
-            self._health.set_ready(True, f"running, {len(partitions)} partitions")
+            count = len(self._consumer.assignment())
+            self._health.set_ready(True, f"running, {count} partitions")
             self._metrics.ready.set(1)
 
     def _on_revoke(self, consumer: ConsumerPort, partitions: list[TopicPartition]) -> None:
@@ -134,14 +151,19 @@ class Rebalancer:
         log.info("revoked %s: committing what was processed", keys)
         try:
             self._checkpoint.commit()
-        except (CheckpointAborted, ProducerFenced) as exc:  # the partitions go: no rewind
-            self._ladder.react(exc, rewind=False)
+        except (CheckpointAborted, ProducerFenced) as exc:
+            # Eager: every partition goes, no rewind. Incremental: those that stay rewind.
+            self._ladder.react(exc, rewind=self._incremental)
         if self._tasks is not None:
             self._tasks.revoke(partitions)
         self._state.revoke(keys)
         self._paused.difference_update(keys)
         self._checkpoint.forget(keys)
         self._metrics.forget_partitions(keys)
+        if self._incremental:  # the others stay as they are
+            consumer.incremental_unassign(partitions)
+            self._report_readiness()
+            return
         self._health.set_ready(False, "rebalancing")
         self._metrics.ready.set(0)
 
@@ -150,7 +172,9 @@ class Rebalancer:
         keys = [(tp.topic, tp.partition) for tp in partitions]
         log.warning("partitions lost %s: aborting uncommitted work", keys)
         lost = PartitionsMigrated(f"partitions lost: {keys}", reason="partitions_lost")
-        self._ladder.react(lost, rewind=False)
+        if self._incremental:  # the lost go at once; the abort rewinds those that stay
+            consumer.incremental_unassign(partitions)
+        self._ladder.react(lost, rewind=self._incremental)
         if self._tasks is not None:
             self._tasks.revoke(partitions)
         self._state.lost(keys)

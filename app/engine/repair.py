@@ -31,8 +31,10 @@ class PartitionRepair:
         health: Health,
         metrics: Metrics,
         reset_offset: int,
+        incremental: bool = False,
     ) -> None:
         self._consumer = consumer
+        self._incremental = incremental
         self._offsets = offsets
         self._state = state
         self._health = health
@@ -45,7 +47,8 @@ class PartitionRepair:
         librdkafka issue #5586 (open): when the OffsetFetch that follows an assignment fails
         with a request-level ``NOT_COORDINATOR`` (the group coordinator just moved), the
         partitions wait for their committed offsets forever: no fetch, no retry, no error
-        after the first. An ``assign()`` with explicit offsets starts them.
+        after the first. An ``assign()`` with explicit offsets starts them (incremental
+        protocol: ``assign`` is refused there, so unassign them and assign them again).
         """
         assignment = self._consumer.assignment()
         if not assignment:
@@ -54,7 +57,11 @@ class PartitionRepair:
             TopicPartition(tp.topic, tp.partition, tp.offset if tp.offset >= 0 else self._reset)
             for tp in self._offsets.committed(assignment)
         ]
-        self._consumer.assign(targets)
+        if self._incremental:
+            self._consumer.incremental_unassign(assignment)
+            self._consumer.incremental_assign(targets)
+        else:
+            self._consumer.assign(targets)
         pending = self._state.pending_recovery()
         if pending:  # still restoring: stays paused until the rebalancer's recover() resumes it
             self._consumer.pause([TopicPartition(t, p) for t, p in pending])

@@ -194,7 +194,7 @@ def _consumer(settings: BridgeSettings, clients: Clients) -> Any:
             source.bootstrap_servers, settings.group_id,
             settings.instance_id if settings.static_membership else None,
             {**source.client_common(), **librdkafka_logging(), **client_stats("consumer")},
-            dict(settings.consumer),
+            dict(settings.consumer), settings.group_protocol,
         )
     )  # fmt: skip
 
@@ -207,6 +207,7 @@ def _loop_settings(settings: BridgeSettings, replaying: bool, plan: Regroup | No
         retries=settings.record_retries, dead_letter=settings.on_error == "dlq",
         fused=not replaying, pipelined=settings.pipelined_commit,
         isolate_after=settings.isolation_after_aborts,
+        incremental=settings.group_protocol == "consumer",
     )  # fmt: skip
 
 
@@ -234,13 +235,15 @@ def assemble(
     for discard in (state.discard, output.reset, checkpoint.abandon):
         txn.on_abort(discard)
     txn.on_new_producer(output.collector.rebind)
-    repair = PartitionRepair(consumer, txn.offsets, state, health, metrics, reset_offset)
+    repair = PartitionRepair(
+        consumer, txn.offsets, state, health, metrics, reset_offset, loop.incremental
+    )
     isolation = Isolation(loop.isolate_after, loop.batch_size)
     checkpoint.on_commit(isolation.committed)
     checkpoint.on_commit(health.committed)
     ladder = Ladder(txn, output.refusals, metrics, repair, outage, isolation)
     rebalancer = Rebalancer(
-        consumer, checkpoint, state, metrics, health, txn.offsets, ladder, tasks
+        consumer, checkpoint, state, metrics, health, txn.offsets, ladder, tasks, loop.incremental
     )  # fmt: skip
     parts = Collaborators(
         consumer, txn, output, state, checkpoint, rebalancer, ladder, isolation, metrics, health,

@@ -16,8 +16,16 @@ FORCED_CONSUMER_KEYS = frozenset(
         "enable.auto.commit",
         "enable.auto.offset.store",
         "isolation.level",
+        "group.protocol",  # the group_protocol setting
     }
 )
+# Under group.protocol=consumer (KIP-848) the broker owns these; librdkafka refuses them.
+CLASSIC_ONLY_CONSUMER_KEYS = {
+    "session.timeout.ms": "group.consumer.session.timeout.ms",
+    "heartbeat.interval.ms": "group.consumer.heartbeat.interval.ms",
+    "partition.assignment.strategy": "group.consumer.assignors",
+    "group.protocol.type": "group.consumer.assignors",
+}
 FORCED_PRODUCER_KEYS = frozenset(
     {"transactional.id", "enable.idempotence", "acks", "transaction.timeout.ms"}
 )
@@ -49,6 +57,7 @@ def consumer_config(
     static_member_id: str | None,
     common: dict[str, Any],
     extra: dict[str, Any],
+    group_protocol: str = "classic",
 ) -> dict[str, Any]:
     """The consumer's librdkafka configuration.
 
@@ -63,6 +72,7 @@ def consumer_config(
         **extra,
         "bootstrap.servers": bootstrap,
         "group.id": group_id,
+        "group.protocol": group_protocol,
         "enable.auto.commit": False,
         "enable.auto.offset.store": False,
         # read_committed also at-least-once: never forward another producer's aborted data.

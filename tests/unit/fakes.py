@@ -143,8 +143,12 @@ class FakeMessage:
 class FakeConsumer(Scripted):
     """A group consumer: ``batches`` are handed out by consume(); seeks and pauses recorded."""
 
-    def __init__(self, assignment: list[tuple[str, int]] | None = None) -> None:
+    def __init__(
+        self, assignment: list[tuple[str, int]] | None = None, incremental: bool = False
+    ) -> None:
         super().__init__()
+        # As librdkafka: the incremental protocol refuses assign(), the eager one the others.
+        self.incremental = incremental
         self._assignment = [TopicPartition(t, p) for t, p in assignment or [("in", 0)]]
         self.committed_offsets: dict[tuple[str, int], int] = {}
         self.positions: dict[tuple[str, int], int] = {}
@@ -207,8 +211,28 @@ class FakeConsumer(Scripted):
 
     def assign(self, partitions: list[TopicPartition]) -> None:
         self._call("assign")
+        self._protocol(incremental=False)
         self.assigned = [(tp.topic, tp.partition, tp.offset) for tp in partitions]
         self._assignment = [TopicPartition(tp.topic, tp.partition) for tp in partitions]
+
+    def incremental_assign(self, partitions: list[TopicPartition]) -> None:
+        self._call("incremental_assign")
+        self._protocol(incremental=True)
+        self.assigned = [(tp.topic, tp.partition, tp.offset) for tp in partitions]
+        have = {_key(tp) for tp in self._assignment}
+        self._assignment += [
+            TopicPartition(tp.topic, tp.partition) for tp in partitions if _key(tp) not in have
+        ]
+
+    def incremental_unassign(self, partitions: list[TopicPartition]) -> None:
+        self._call("incremental_unassign")
+        self._protocol(incremental=True)
+        gone = {_key(tp) for tp in partitions}
+        self._assignment = [tp for tp in self._assignment if _key(tp) not in gone]
+
+    def _protocol(self, incremental: bool) -> None:
+        if incremental != self.incremental:
+            raise KafkaException(KafkaError(KafkaError._STATE, "Erroneous state (protocol)"))
 
     def pause(self, partitions: list[TopicPartition]) -> None:
         self.paused += [(tp.topic, tp.partition) for tp in partitions]

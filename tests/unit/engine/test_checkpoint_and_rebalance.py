@@ -73,10 +73,12 @@ class Rig:
         max_age: float = 30.0,
         interval: float = 60.0,
         clock: Callable[[], float] = time.monotonic,
+        incremental: bool = False,
+        assignment: list[tuple[str, int]] | None = None,
     ) -> None:
         self.log: list[str] = []
         self.producer = FakeProducer()
-        self.consumer = FakeConsumer()
+        self.consumer = FakeConsumer(assignment, incremental=incremental)
         self.consumer.positions = {("in", 0): 10}
         self.metrics = Metrics()
         self.txn = Transactions(
@@ -90,13 +92,15 @@ class Rig:
             interval=interval, every=0, flush_timeout=5.0, max_age=max_age,
             faults=bridge_faults(abort_every_k), clock=clock,
         )  # fmt: skip
-        health = Health(30.0)
+        self.health = health = Health(30.0)
         state: Any = self.state
-        repair = PartitionRepair(self.consumer, self.txn.offsets, state, health, self.metrics, -2)
+        self.repair = repair = PartitionRepair(
+            self.consumer, self.txn.offsets, state, health, self.metrics, -2, incremental
+        )
         ladder = Ladder(self.txn, Refusals(), self.metrics, repair)
         self.rebalancer = Rebalancer(
             self.consumer, self.checkpoint, state, self.metrics, health,
-            self.txn.offsets, ladder,
+            self.txn.offsets, ladder, None, incremental,
         )  # fmt: skip
         self.txn.begin()
 
@@ -106,7 +110,10 @@ class Rig:
         )
 
     def callback(self, name: str) -> None:
-        self.rebalancer.callbacks()[name](self.consumer, [TopicPartition("in", 0)])
+        self.callback_with(name, [TopicPartition("in", 0)])
+
+    def callback_with(self, name: str, partitions: list[TopicPartition]) -> None:
+        self.rebalancer.callbacks()[name](self.consumer, partitions)
 
 
 def test_commit_runs_its_steps_in_order() -> None:
