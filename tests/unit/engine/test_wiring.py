@@ -124,8 +124,8 @@ def test_a_stateful_bridge_is_built_from_the_changelogs_preflight_prepared(
 
 
 def test_a_two_cluster_bridge_is_built_without_a_kafka_client(tmp_path: Path) -> None:
-    """Two clusters: the offsets topic's reader too comes from the composition's makers, and
-    no task producer exists before an assignment."""
+    """Two clusters: the offsets topic's reader and lister too come from the composition's
+    makers, and no task producer exists before an assignment."""
     made: list[str] = []
 
     def consumer(conf: dict[str, Any]) -> FakeConsumer:
@@ -144,4 +144,4 @@ def test_a_two_cluster_bridge_is_built_without_a_kafka_client(tmp_path: Path) ->
         clients=Clients(consumer=consumer, producer=producer, admin=FakeAdmin),
     )  # fmt: skip
     init_transactions(bridge.transactions, settings)  # the task producers': on assignment
-    assert made == ["g", "g.offsets-reader"]
+    assert made == ["g", "g.offsets-reader", "g.offsets-lister"]

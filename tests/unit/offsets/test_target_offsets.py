@@ -6,11 +6,12 @@ from __future__ import annotations
 from types import SimpleNamespace
 from typing import Any
 
-from confluent_kafka import TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, TopicPartition
 
 from app.offsets.target import (
     decode_key,
     decode_position,
+    fold_positions,
     latest_positions,
     offsets_key,
     offsets_value,
@@ -100,52 +101,68 @@ def test_mirroring_commits_the_same_positions_to_the_source_group_asynchronously
 
 
 class _Message:
-    def __init__(self, key: bytes, value: bytes) -> None:
-        self._kv = (key, value)
+    def __init__(self, key: bytes | None, value: bytes | None, error: Any = None) -> None:
+        self._kv, self._error = (key, value), error
 
-    def error(self) -> None:
-        return None
+    def error(self) -> Any:
+        return self._error
 
-    def key(self) -> bytes:
+    def key(self) -> bytes | None:
         return self._kv[0]
 
-    def value(self) -> bytes:
+    def value(self) -> bytes | None:
         return self._kv[1]
 
 
 class _Reader:
-    """The read_committed reader: one partition holding ``records``, served in one batch."""
+    """The read_committed reader of a topic whose partition 0 is the log ``records`` (any
+    other partition is empty): consume() serves up to ``batch`` records from the fetch
+    position that assign() sets, and queued ``errors`` first; position() is invalid until a
+    record was consumed since the assign, as librdkafka's."""
 
-    def __init__(self, records: list[tuple[bytes, bytes]]) -> None:
-        self.records = records
-        self.read = 0
+    def __init__(self, records: list[tuple[bytes | None, bytes | None]], batch: int = 10_000):
+        self.records, self.batch = records, batch
+        self.partitions: dict[int, None] = {0: None}
+        self.errors: list[_Message] = []
+        self.assigns: list[list[tuple[int, int]]] = []
+        self.fetch, self.app = 0, -1001
 
     def list_topics(self, topic: str, timeout: float) -> Any:
-        return SimpleNamespace(topics={topic: SimpleNamespace(partitions={0: None})})
+        return SimpleNamespace(topics={topic: SimpleNamespace(partitions=self.partitions)})
 
     def get_watermark_offsets(self, tp: TopicPartition, timeout: float) -> tuple[int, int]:
-        return 0, len(self.records)
+        return 0, len(self.records) if tp.partition == 0 else 0
 
-    def assign(self, tps: list[TopicPartition]) -> None: ...
-    def unassign(self) -> None: ...
+    def assign(self, tps: list[TopicPartition]) -> None:
+        self.assigns.append([(tp.partition, tp.offset) for tp in tps])
+        self.fetch, self.app = 0, -1001  # from the beginning (every assign here is)
 
     def consume(self, n: int, timeout: float) -> list[_Message]:
-        batch, self.read = self.records[self.read :], len(self.records)
+        if self.errors:
+            errors, self.errors = self.errors, []
+            return errors
+        batch = self.records[self.fetch : self.fetch + min(n, self.batch)]
+        self.fetch += len(batch)
+        if batch:
+            self.app = self.fetch
         return [_Message(k, v) for k, v in batch]
 
     def position(self, tps: list[TopicPartition]) -> list[TopicPartition]:
-        return [TopicPartition(tp.topic, tp.partition, self.read) for tp in tps]
+        return [
+            TopicPartition(tp.topic, tp.partition, self.app if tp.partition == 0 else -1001)
+            for tp in tps
+        ]
 
 
 def _store(
     reader: _Reader, guard: RecordingGuard, timeout: float, stuck_after: float | None
 ) -> Any:
-    from app.offsets.target import _GRACE_S, TargetOffsets
+    from app.offsets.target import TargetOffsets
 
-    store = TargetOffsets.__new__(TargetOffsets)  # the reader is a fake: no cluster
-    store._reader, store.topic, store._group, store._guard = reader, "g.offsets", "g", guard
-    store._timeout, store._stuck_after = timeout, stuck_after or timeout + _GRACE_S
-    return store
+    return TargetOffsets(
+        {}, "g.offsets", "g", "w", guard, timeout, stuck_after=stuck_after,
+        new_reader=lambda conf: reader,
+    )  # fmt: skip
 
 
 def test_reading_the_positions_bounds_each_client_call_by_the_stuck_call_deadline() -> None:
@@ -191,3 +208,115 @@ def test_an_end_offset_never_answered_is_one_fatal_line() -> None:
     store = _store(reader, RecordingGuard(), timeout=0.0, stuck_after=None)
     with pytest.raises(KafkaFatalError, match=r"'g.offsets': g.offsets\[0\]: no end offset"):
         store.committed([TopicPartition("in", 0)])
+
+
+def _commits(n: int, start: int = 0) -> list[tuple[bytes | None, bytes | None]]:
+    """``n`` commits of partitions in/0..in/9 (position = the commit's number)."""
+    return [(offsets_key("g", "in", i % 10), offsets_value(i, "w")) for i in range(start, n)]
+
+
+def _look_up(store: Any, *partitions: int) -> list[int]:
+    return [tp.offset for tp in store.committed([TopicPartition("in", p) for p in partitions])]
+
+
+def test_the_reader_errs_on_a_lost_position_and_the_ends_are_asked_of_another_client() -> None:
+    from app.offsets.target import TargetOffsets
+
+    confs: list[dict[str, Any]] = []
+    TargetOffsets(
+        {"bootstrap.servers": "t:9092"}, "g.offsets", "g", "w", RecordingGuard(), 5.0,
+        new_reader=lambda conf: confs.append(conf) or _Reader([]),
+    )  # fmt: skip
+    reader, lister = confs
+    assert reader["auto.offset.reset"] == "error"
+    assert reader["isolation.level"] == lister["isolation.level"] == "read_committed"
+    assert lister["group.id"] != reader["group.id"]
+
+
+def test_a_look_up_reads_only_the_records_committed_since_the_last_one() -> None:
+    reader = _Reader(_commits(100), batch=30)
+    store = _store(reader, RecordingGuard(), timeout=30.0, stuck_after=None)
+    assert _look_up(store, 0, 9, 10) == [90, 99, -1001]
+    assert store.last_read_records == 100
+    reader.records += [
+        *_commits(103, start=100),
+        (offsets_key("g", "in", 10), offsets_value(7, "w")),
+    ]
+    assert _look_up(store, 0, 1, 10) == [100, 101, 7]  # an added partition's position too
+    assert store.last_read_records == 4
+    assert _look_up(store, 10) == [7]
+    assert store.last_read_records == 0  # nothing new: nothing read
+    assert reader.assigns == [[(0, OFFSET_BEGINNING)]]  # assigned once, then tailed
+
+
+def test_folding_the_log_in_pieces_gives_what_folding_it_whole_does() -> None:
+    log = [
+        *_commits(50),
+        (offsets_key("g", "in", 3), None),  # a tombstone forgets in/3
+        (offsets_key("other", "in", 4), offsets_value(999, "w")),
+        (b"not ours", b"{}"),
+        (offsets_key("g", "in", 5), offsets_value(1000, "w")),
+    ]
+    reader = _Reader([], batch=7)
+    store = _store(reader, RecordingGuard(), timeout=30.0, stuck_after=None)
+    for cut in (0, 13, 41, 52, len(log)):
+        reader.records = log[:cut]
+        store.committed([TopicPartition("in", 0)])
+    assert store._positions == latest_positions("g", log)
+    assert ("in", 3) not in store._positions and store._positions[("in", 5)] == 1000
+    positions: dict[tuple[str, int], int] = {}
+    for piece in (log[:10], log[10:51], log[51:]):
+        fold_positions(positions, "g", piece)
+    assert positions == latest_positions("g", log)
+
+
+def test_a_lost_position_reads_again_from_the_beginning() -> None:
+    from confluent_kafka import KafkaError
+
+    reader = _Reader(_commits(20))
+    store = _store(reader, RecordingGuard(), timeout=30.0, stuck_after=None)
+    assert _look_up(store, 0) == [10]
+    reader.records += _commits(25, start=20)
+    reader.errors = [_Message(None, None, KafkaError(KafkaError._AUTO_OFFSET_RESET))]
+    assert _look_up(store, 0, 4) == [20, 24]
+    assert store.last_read_records == 25  # the whole log again, not the 5 new ones
+    assert reader.assigns == [[(0, OFFSET_BEGINNING)]] * 2
+
+
+def test_an_end_below_the_position_read_reads_again_and_forgets_the_old_positions() -> None:
+    """The topic recreated (or truncated): its positions now are only those of its log."""
+    reader = _Reader(_commits(20))
+    store = _store(reader, RecordingGuard(), timeout=30.0, stuck_after=None)
+    assert _look_up(store, 0, 7) == [10, 17]
+    reader.records = _commits(3)
+    assert _look_up(store, 0, 7) == [0, -1001]
+    assert store.last_read_records == 3 and len(reader.assigns) == 2
+
+
+def test_changed_partitions_read_again_from_the_beginning() -> None:
+    reader = _Reader(_commits(20))
+    store = _store(reader, RecordingGuard(), timeout=30.0, stuck_after=None)
+    _look_up(store, 0)
+    reader.partitions = {0: None, 1: None}
+    assert _look_up(store, 0) == [10]
+    assert reader.assigns[-1] == [(0, OFFSET_BEGINNING), (1, OFFSET_BEGINNING)]
+    assert store.last_read_records == 20
+
+
+def test_a_look_up_after_a_failed_one_reads_from_the_beginning() -> None:
+    import pytest
+
+    from app.errors import KafkaFatalError
+
+    reader = _Reader(_commits(20))
+    store = _store(reader, RecordingGuard(), timeout=30.0, stuck_after=None)
+    _look_up(store, 0)
+    reader.records += _commits(22, start=20)
+    consume = reader.consume
+    reader.consume = lambda n, timeout: []  # type: ignore[method-assign]  # held open
+    store._timeout = 0.0
+    with pytest.raises(KafkaFatalError, match="not read to its end"):
+        _look_up(store, 0)
+    reader.consume, store._timeout = consume, 30.0  # type: ignore[method-assign]
+    assert _look_up(store, 0, 1) == [20, 21]
+    assert store.last_read_records == 22 and len(reader.assigns) == 2
