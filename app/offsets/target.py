@@ -189,6 +189,7 @@ class TargetOffsets:
         self._stuck_after = stuck_after or timeout + _GRACE_S
         self._mirror = mirror  # the source group's consumer (mirror_offsets_to_source)
         self._assigned: list[TopicPartition] = []  # none: the next read starts from the beginning
+        self._start_over = "the first read"  # why, when none
         self._positions: dict[tuple[str, int], int] = {}  # folded up to the reader's position
         self.last_read_records = 0  # records the last look-up read (its cost)
 
@@ -257,12 +258,13 @@ class TargetOffsets:
                 self._read_batch(tps)
         except BaseException:
             self._assigned = []  # where the read got to is unknown: the next starts over
+            self._start_over = "the last read failed"
             raise
 
     def _cannot_tail(self, tps: list[TopicPartition], ends: dict[int, int]) -> str:
         """Why the read cannot go on from the reader's position ("" when it can)."""
         if not self._assigned:
-            return "the first read, or the last one failed"
+            return self._start_over
         if {tp.partition for tp in tps} != {tp.partition for tp in self._assigned}:
             return f"its partitions changed to {sorted(ends)}"
         for p in self._reader.position(self._assigned):

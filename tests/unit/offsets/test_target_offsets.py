@@ -3,9 +3,11 @@ that the last record of a key wins, as pure functions."""
 
 from __future__ import annotations
 
+import logging
 from types import SimpleNamespace
 from typing import Any
 
+import pytest
 from confluent_kafka import OFFSET_BEGINNING, TopicPartition
 
 from app.offsets.target import (
@@ -175,8 +177,6 @@ def test_reading_the_positions_bounds_each_client_call_by_the_stuck_call_deadlin
 
 
 def test_a_read_held_open_past_the_timeout_is_one_fatal_line() -> None:
-    import pytest
-
     from app.errors import KafkaFatalError
 
     reader = _Reader([(offsets_key("g", "in", 0), offsets_value(1, "w"))])
@@ -199,8 +199,6 @@ def test_an_end_offset_answered_as_invalid_is_asked_again() -> None:
 
 
 def test_an_end_offset_never_answered_is_one_fatal_line() -> None:
-    import pytest
-
     from app.errors import KafkaFatalError
 
     reader = _Reader([(offsets_key("g", "in", 0), offsets_value(12, "w"))])
@@ -303,9 +301,9 @@ def test_changed_partitions_read_again_from_the_beginning() -> None:
     assert store.last_read_records == 20
 
 
-def test_a_look_up_after_a_failed_one_reads_from_the_beginning() -> None:
-    import pytest
-
+def test_a_look_up_after_a_failed_one_reads_from_the_beginning(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     from app.errors import KafkaFatalError
 
     reader = _Reader(_commits(20))
@@ -318,5 +316,7 @@ def test_a_look_up_after_a_failed_one_reads_from_the_beginning() -> None:
     with pytest.raises(KafkaFatalError, match="not read to its end"):
         _look_up(store, 0)
     reader.consume, store._timeout = consume, 30.0  # type: ignore[method-assign]
-    assert _look_up(store, 0, 1) == [20, 21]
+    with caplog.at_level(logging.INFO, logger="app.offsets.target"):
+        assert _look_up(store, 0, 1) == [20, 21]
     assert store.last_read_records == 22 and len(reader.assigns) == 2
+    assert "from the beginning: the last read failed" in caplog.text
