@@ -180,7 +180,11 @@ class TargetOffsets:
         self._reader = make(conf)
         # The partitions and end offsets are asked of a client never assigned: a fetch of the
         # assigned reader, long-polling the broker (fetch.wait.max.ms), would hold them back.
-        self._lister = make({**conf, "group.id": f"{group}.offsets-lister"})
+        # read_uncommitted: its end offsets are the high watermarks; a read_committed client
+        # is answered the LSO, below any transaction open now, which would not be waited for.
+        self._lister = make(
+            {**conf, "group.id": f"{group}.offsets-lister", "isolation.level": "read_uncommitted"}
+        )
         self.topic = topic
         self._group = group
         self._writer = writer

@@ -8,6 +8,7 @@ session broker."""
 from __future__ import annotations
 
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from confluent_kafka import Producer, TopicPartition
@@ -101,3 +102,34 @@ def test_an_added_partitions_look_up_costs_as_much_after_100000_commits_as_after
         f"{again_read} (a new instance); seconds: {small_s:.4f} after 100, {big_s:.4f} after "
         f"100,000, {caught_up_s:.3f} catch-up, {again_s:.3f} new instance"
     )
+
+
+def test_a_look_up_waits_for_a_transaction_open_on_the_offsets_topic(
+    kafka: KafkaFixture,
+) -> None:
+    """The end offsets of a look-up are the high watermarks, not the LSO: a position in a
+    transaction open when it starts (another task's checkpoint) is read once committed."""
+    topic = kafka.create_topic(kafka.unique("pos"), 1, {"cleanup.policy": "compact"})
+    group = kafka.unique("g")
+    guard = Watchdog(Health(stale_after=30.0))
+    store = TargetOffsets({"bootstrap.servers": kafka.bootstrap}, topic, group, "w", guard, 30.0)
+    producer, other = kafka.transactional_producer(), kafka.transactional_producer()
+    try:
+        _commit(store, producer, {0: 5})
+        _settled(kafka, topic)
+        assert _look_up(store, 0, 1)[0] == [5, -1001]
+        other.begin_transaction()
+        store.put(other, [TopicPartition(SOURCE, 1, 42)], 10)
+        other.flush(10)
+        wait_until(
+            lambda: kafka.end_offsets(topic, False) != kafka.end_offsets(topic, True),
+            30, "the open transaction's record past the LSO",
+        )  # fmt: skip
+        with ThreadPoolExecutor(1) as pool:
+            looked_up = pool.submit(_look_up, store, 0, 1)
+            time.sleep(1.0)
+            assert not looked_up.done(), "the look-up ended before the open transaction"
+            other.commit_transaction(30)
+            assert looked_up.result(30)[0] == [5, 42]
+    finally:
+        store.close()
