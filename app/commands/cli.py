@@ -36,6 +36,11 @@ from app.kafka.errors import describe
 from app.ops import logs
 
 EXIT_USAGE = 2
+# ``check-config`` names the rebalance protocol the group runs (``group_protocol``).
+GROUP_PROTOCOLS = {
+    "classic": "classic (eager)",
+    "consumer": "consumer (KIP-848, incremental rebalancing)",
+}
 
 
 def _settings(args: argparse.Namespace) -> BridgeSettings:
@@ -77,6 +82,8 @@ def cmd_check_config(args: argparse.Namespace) -> int:
     summary = pipeline.describe()
     if plan is not None:
         summary += f"; regrouped by step {plan.step!r} through repartition topic {plan.topic}"
+    protocol = GROUP_PROTOCOLS[settings.group_protocol]
+    print(f"eos-bridge: group protocol: {protocol}", file=sys.stderr)
     print(f"eos-bridge: configuration ok: {summary}{topics}", file=sys.stderr)
     return 0
 

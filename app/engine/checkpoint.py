@@ -172,6 +172,7 @@ class Checkpoint:
     def finish(self, pending: Pending) -> None:
         """Steps 5 and 6 after a successful :meth:`send`: local state, the next transaction."""
         self._committed.update(pending.positions)
+        self._metrics.commit_age.advanced((tp.topic, tp.partition) for tp in pending.moved)
         if self.consumed:
             self._output.checkpoint_committed(self.consumed)  # dead-letter summary + ratio
         # 5. local state: one WriteBatch per partition (dirty keys + changelog offset)

@@ -14,6 +14,7 @@ which spans every partition, and the others go on from there).
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 from typing import Protocol
 
@@ -69,20 +70,28 @@ class Rebalancer:
 
     def callbacks(self) -> dict[str, Rebalanced]:
         return {
-            "on_assign": self._guarded(self._on_assign),
-            "on_revoke": self._guarded(self._on_revoke),
-            "on_lost": self._guarded(self._on_lost),
+            "on_assign": self._guarded("assign", self._on_assign),
+            "on_revoke": self._guarded("revoke", self._on_revoke),
+            "on_lost": self._guarded("lost", self._on_lost),
         }
 
-    def _guarded(self, fn: Callable[[ConsumerPort, list[TopicPartition]], None]) -> Rebalanced:
-        """Keep exceptions out of librdkafka's callback machinery; the loop re-raises them."""
+    def _guarded(
+        self, kind: str, fn: Callable[[ConsumerPort, list[TopicPartition]], None]
+    ) -> Rebalanced:
+        """Keep exceptions out of librdkafka's callback machinery; the loop re-raises them.
+        Each callback is timed and its partitions counted by ``kind`` (a failed one too)."""
 
         def callback(consumer: ConsumerPort, partitions: list[TopicPartition]) -> None:
+            self._metrics.rebalance_partitions.labels(kind).inc(len(partitions))
+            started = time.perf_counter()
             try:
                 fn(consumer, partitions)
             except Exception as exc:
                 log.error("rebalance callback %s failed: %s", fn.__name__, exc)
                 self._error = self._error or exc
+            finally:
+                elapsed = time.perf_counter() - started
+                self._metrics.rebalance_seconds.labels(kind).observe(elapsed)
 
         return callback
 
@@ -125,6 +134,7 @@ class Rebalancer:
         else:
             consumer.assign(partitions)
         self._checkpoint.assigned(keys)
+        self._metrics.commit_age.assigned(keys)
         # librdkafka keeps a partition's pause across unassign and assign: one revoked while it
         # was restoring would come back paused for good if its state is now complete.
         if ready := [tp for tp in partitions if (tp.topic, tp.partition) not in pending]:

@@ -8,9 +8,10 @@ tests/integration/test_ops_kit.py checks every name they use against a live ``/m
 from __future__ import annotations
 
 import contextlib
+import threading
 import time
 from collections import Counter as Tally
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from importlib.metadata import PackageNotFoundError, version
 
 import confluent_kafka
@@ -22,7 +23,7 @@ from prometheus_client import (
     Histogram,
     ProcessCollector,
 )
-from prometheus_client.core import CounterMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from app.ops.resources import Resources
@@ -42,6 +43,53 @@ class _LateRecords(Collector):
         )
         for step, count in sorted(LATE_RECORDS.items()):
             family.add_metric([step], count)
+        yield family
+
+
+class CommitAge(Collector):
+    """``eos_bridge_partition_commit_age_seconds``: per assigned partition, seconds since its
+    position last advanced in a committed transaction (or, before that, since it was
+    assigned), computed when scraped. A partition that is not assigned has no series."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
+        self._since: dict[tuple[str, int], float] = {}
+        self._lock = threading.Lock()  # the main loop writes, the HTTP server's thread reads
+
+    def assigned(self, partitions: Iterable[tuple[str, int]]) -> None:
+        """Start the age of newly assigned partitions (those already known keep theirs)."""
+        now = self._clock()
+        with self._lock:
+            for key in partitions:
+                self._since.setdefault(key, now)
+
+    def advanced(self, partitions: Iterable[tuple[str, int]]) -> None:
+        """Partitions whose position a committed transaction moved: their age is 0 again (only
+        assigned ones: a partition revoked meanwhile gets no series back)."""
+        now = self._clock()
+        with self._lock:
+            for key in partitions:
+                if key in self._since:
+                    self._since[key] = now
+
+    def forget(self, partitions: Iterable[tuple[str, int]]) -> None:
+        """Partitions revoked or lost: their series go (another instance reports them now)."""
+        with self._lock:
+            for key in partitions:
+                self._since.pop(key, None)
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        family = GaugeMetricFamily(
+            "eos_bridge_partition_commit_age_seconds",
+            "Seconds since the partition's position last advanced in a committed transaction "
+            "(since it was assigned, before that), per assigned partition",
+            labels=["topic", "partition"],
+        )
+        now = self._clock()
+        with self._lock:
+            since = sorted(self._since.items())
+        for (topic, partition), at in since:
+            family.add_metric([topic, str(partition)], max(0.0, now - at))
         yield family
 
 
@@ -73,6 +121,7 @@ class Metrics:
         build.labels(_bridge_version(), *versions).set(1)
         self._records(r)
         self._checkpoints(r)
+        self._rebalances(r)
         self._assignment(r)
 
     def _records(self, r: CollectorRegistry) -> None:
@@ -117,9 +166,6 @@ class Metrics:
             ["reason"],
             registry=r,
         )
-        self.rebalances = Counter(
-            "eos_bridge_rebalances", "Rebalance events by kind", ["kind"], registry=r
-        )
         self.commit_seconds = Histogram(
             "eos_bridge_checkpoint_duration_seconds",
             "Checkpoint duration (flush + offsets + commit + state)",
@@ -130,6 +176,27 @@ class Metrics:
             "eos_bridge_checkpoint_records",
             "Input records per checkpoint",
             buckets=(1, 10, 100, 1000, 10_000, 100_000, 1_000_000),
+            registry=r,
+        )
+
+    def _rebalances(self, r: CollectorRegistry) -> None:
+        self.rebalances = Counter(
+            "eos_bridge_rebalances", "Rebalance events by kind", ["kind"], registry=r
+        )
+        self.rebalance_seconds = Histogram(
+            "eos_bridge_rebalance_callback_seconds",
+            "Duration of the rebalance callbacks by kind (assign, revoke, lost); a revoke "
+            "includes its commit",
+            ["kind"],
+            buckets=(0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60),
+            registry=r,
+        )
+        self.rebalance_partitions = Counter(
+            "eos_bridge_rebalance_partitions",
+            "Partitions named by the rebalance callbacks by kind: under the classic protocol "
+            "each callback names the whole assignment, under consumer (KIP-848) only the "
+            "partitions added, revoked or lost",
+            ["kind"],
             registry=r,
         )
 
@@ -147,6 +214,8 @@ class Metrics:
             ["topic", "partition"],
             registry=r,
         )
+        self.commit_age = CommitAge()
+        r.register(self.commit_age)
 
     def checkpoint_committed(self, seconds: float, records: int) -> None:
         self.checkpoints.inc()
@@ -155,8 +224,10 @@ class Metrics:
         self.checkpoint_records.observe(records)
 
     def forget_partitions(self, partitions: Iterable[tuple[str, int]]) -> None:
-        """Drop the lag series of partitions this instance no longer owns, so a sum over every
-        instance counts each partition once."""
+        """Drop the lag and commit age series of partitions this instance no longer owns, so a
+        sum over every instance counts each partition once."""
+        partitions = list(partitions)
+        self.commit_age.forget(partitions)
         for topic, partition in partitions:
             # KeyError: never reported (revoked before its first update)
             with contextlib.suppress(KeyError):

@@ -158,6 +158,7 @@ def test_schema_covers_every_default_value() -> None:
     [
         ("replicaCount=two", "replicaCount"),
         ("bridge.processingGuarantee=twice", "processingGuarantee"),
+        ("bridge.groupProtocol=eager", "groupProtocol"),
         ("bridge.bootstrapServer=kafka:9092", "bootstrapServer"),
         ("persistence.size=lots", "size"),
     ],
@@ -253,6 +254,16 @@ def test_bridge_settings_reach_the_environment(manifests: Callable[..., list[Man
     assert spec["steps"][1] == {"key_by": "customer_id"}
 
 
+def test_group_protocol_reaches_the_environment(
+    manifests: Callable[..., list[Manifest]],
+) -> None:
+    """bridge.groupProtocol is BRIDGE_GROUP_PROTOCOL; the default stays classic (eager)."""
+    default = env_of(bridge_container(manifests(DEFAULT)))
+    assert default["BRIDGE_GROUP_PROTOCOL"]["value"] == "classic"
+    resources = manifests(DEFAULT, sets=["bridge.groupProtocol=consumer"])
+    assert env_of(bridge_container(resources))["BRIDGE_GROUP_PROTOCOL"]["value"] == "consumer"
+
+
 @pytest.mark.parametrize("values", CI_VALUES, ids=ci_id)
 def test_the_bridge_accepts_the_rendered_configuration(
     manifests: Callable[..., list[Manifest]], values: Path, tmp_path: Path
@@ -281,6 +292,7 @@ def test_the_bridge_accepts_the_rendered_configuration(
     )  # fmt: skip
 
     assert result.returncode == 0, result.stderr
+    assert "eos-bridge: group protocol: classic (eager)" in result.stderr
     effective = json.loads(result.stdout)
     assert effective["transactional_id"] == "streaming.demo-eos-bridge-demo-eos-bridge-0"
     assert effective["state_dir"] == STATE_DIR

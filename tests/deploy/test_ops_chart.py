@@ -87,6 +87,7 @@ def test_every_alert_is_tested_firing_and_silent(manifests: Callable[..., list[M
         "EosBridgeNoCheckpoint", "EosBridgeDeadLetterRatioHigh", "EosBridgeConsumerLagGrowing",
         "EosBridgeNotReady", "EosBridgeRecoveryStuck", "EosBridgeRestarting",
         "EosBridgeAbortsWithoutCommits", "EosBridgeHangingTransaction",
+        "EosBridgePartitionStalled",
     }  # fmt: skip
     assert fires == alerts and silent == alerts
 
@@ -97,6 +98,20 @@ def test_no_checkpoint_window_is_commit_intervals_times_the_interval(
     spec = rule_groups(manifests, sets=["bridge.commitInterval=3"])
     rule = next(r for r in spec["groups"][0]["rules"] if r["alert"] == "EosBridgeNoCheckpoint")
     assert "> 90)" in rule["expr"]  # 30 intervals of 3 s
+
+
+def test_partition_stalled_threshold_is_commit_intervals_but_at_least_min_seconds(
+    manifests: Callable[..., list[Manifest]],
+) -> None:
+    def threshold(*sets: str) -> str:
+        spec = rule_groups(manifests, sets=list(sets))
+        rules = spec["groups"][0]["rules"]
+        rule = next(r for r in rules if r["alert"] == "EosBridgePartitionStalled")
+        return rule["expr"].splitlines()[0].rsplit("> ", 1)[1]
+
+    assert threshold() == "120"  # 5 intervals of 1 s are less than minSeconds
+    longer = ["bridge.commitInterval=15", "prometheusRule.partitionStalled.commitIntervals=10"]
+    assert threshold(*longer) == "150"  # 10 intervals of 15 s
 
 
 def exprs(spec: Any) -> str:

@@ -7,6 +7,7 @@ more on a loaded machine); tests/integration/test_cli_process.py runs the real `
 
 from __future__ import annotations
 
+import json
 import socket
 from collections.abc import Iterator
 from pathlib import Path
@@ -73,6 +74,25 @@ def test_check_config_compiles_a_good_pipeline(modules: dict[str, str]) -> None:
     result = eos_bridge_here("check-config", "--pipeline", "good:pipeline", env={**BASE, **modules})
     assert result.code == 0, result.stderr
     assert "configuration ok: pipeline of 1 stateless step(s)" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("env", "line"),
+    [
+        ({}, "eos-bridge: group protocol: classic (eager)"),
+        ({"BRIDGE_GROUP_PROTOCOL": "classic"}, "eos-bridge: group protocol: classic (eager)"),
+        (
+            {"BRIDGE_GROUP_PROTOCOL": "consumer"},
+            "eos-bridge: group protocol: consumer (KIP-848, incremental rebalancing)",
+        ),
+    ],
+)
+def test_check_config_names_the_group_protocol(env: dict[str, str], line: str) -> None:
+    result = eos_bridge_here("check-config", env={**BASE, **env})
+    assert result.code == 0, result.stderr
+    assert line in result.stderr.splitlines()
+    shown = json.loads(result.stdout)["group_protocol"]
+    assert shown == env.get("BRIDGE_GROUP_PROTOCOL", "classic")
 
 
 def test_spec_with_an_unknown_step(tmp_path: Path) -> None:

@@ -496,6 +496,8 @@ what the bridge runs with.
 {{- end }}
 - name: BRIDGE_GROUP_ID
   value: {{ include "eos-bridge.groupId" . | quote }}
+- name: BRIDGE_GROUP_PROTOCOL
+  value: {{ .Values.bridge.groupProtocol | quote }}
 - name: BRIDGE_TRANSACTIONAL_ID_PREFIX
   value: {{ include "eos-bridge.transactionalIdPrefix" . | quote }}
 - name: BRIDGE_COMMIT_INTERVAL
