@@ -28,6 +28,12 @@ T = TypeVar("T")
 # transaction, kept by the broker): none yet (confluentinc/librdkafka#5423 is open).
 TV2_LIBRDKAFKA: tuple[int, int, int] | None = None
 
+# The transactional calls whose request, retried after a timeout, could still land in a later
+# transaction of the same epoch (the next commit is followed by a new epoch).
+_ENDS_OR_JOINS = frozenset(
+    ("send_offsets_to_transaction", "commit_transaction", "abort_transaction")
+)
+
 # The watchdog's deadline for a call = librdkafka's timeout argument + this margin: the call
 # is given every chance to return by itself before the process is ended.
 _GRACE_S = 15.0
@@ -105,6 +111,7 @@ class Transactions:
         self._recreations = 0
         self._new_epoch_per_abort = new_epoch_per_abort
         self.epoch_bumps = 0  # new epochs after aborts, for tests and the log
+        self._timed_out: str | None = None  # a transactional call of this epoch timed out
         self._open = False
         self._discard: list[Callable[[], None]] = []
         self._rebind: list[Callable[[ProducerPort], None]] = []
@@ -173,6 +180,8 @@ class Transactions:
                 self._offsets.after_commit(offsets)
         self._open = False
         self._recreations = 0
+        if self._timed_out is not None and self._new_epoch_per_abort:
+            self._after_timeout()
 
     def abort(self, reason: str, *, rewind: bool = True) -> None:
         """Abort the open transaction, drop uncommitted work, rewind, begin the next one.
@@ -282,19 +291,36 @@ class Transactions:
         """A new producer with the same transactional.id, initialised (a new epoch), then
         rewind and begin; a fenced ``init_transactions`` is a counted :meth:`recreate`."""
         self._open = False
+        self._discard_uncommitted()
+        if self._replace_producer(rewind):
+            if rewind:
+                self.rewind()
+            self.begin()
+
+    def _after_timeout(self) -> None:
+        """A transactional call of the transaction just committed was retried: its first
+        request may still be in the network (confluentinc/librdkafka#5423 names ``EndTxn``),
+        and under the same epoch it could end the next transaction. The next one runs under a
+        new epoch (nothing is uncommitted: no rewind)."""
+        what = self._timed_out
+        if self._replace_producer(rewind=False):
+            self.epoch_bumps += 1
+            log.info("new producer epoch: %s was retried in the transaction committed", what)
+
+    def _replace_producer(self, rewind: bool) -> bool:
+        """A new producer, bound and initialised; False when its init was fenced and
+        :meth:`recreate` took over (it rewinds and begins itself)."""
+        self._timed_out = None
         self._producer = self._new_producer()  # the old one is released with its last reference
         for rebind in self._rebind:
             rebind(self._producer)
-        self._discard_uncommitted()
         try:
             self.init()
         except ProducerFenced as exc:
             forget_frames(exc)
             self.recreate(str(exc), rewind=rewind)
-            return
-        if rewind:
-            self.rewind()
-        self.begin()
+            return False
+        return True
 
     def _abort_open(self) -> bool:
         """Abort the open transaction, if any (exactly once); says whether one was open."""
@@ -337,6 +363,8 @@ class Transactions:
                 reaction = classify(exc)
                 if reaction is Reaction.RETRY and time.monotonic() < deadline:
                     log.warning("%s: retriable error %s; retrying", what, describe(exc))
+                    if what in _ENDS_OR_JOINS:  # its request may still land: a new epoch next
+                        self._timed_out = what
                     # A call that fails at once (e.g. CONCURRENT_TRANSACTIONS) is not asked
                     # again in a tight loop: librdkafka's own retry.backoff.ms, doubled to 1 s.
                     time.sleep(min(pause, max(deadline - time.monotonic(), 0.0)))
