@@ -30,11 +30,14 @@ class Faults:
             that flushes the open transaction's records (a pause there leaves a zombie).
         task_id: two clusters: the transactional id of a task instead of the per-partition one
             (a shared id turns per-partition fencing off; the zombie test shows it then fails).
+        same_epoch_after_abort: the next transaction keeps the aborted one's producer epoch
+            (librdkafka's own behaviour without Transactions V2; a test shows what it allows).
     """
 
     after_flush: Callable[[], None] = _nothing
     before_offsets: Callable[[Callable[[], None]], None] = _nothing_with
     task_id: Callable[[int], str] | None = None
+    same_epoch_after_abort: bool = False
 
 
 NO_FAULTS = Faults()

@@ -3,13 +3,16 @@ record (:mod:`app.engine.wiring`, no I/O), then ``init_transactions``."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
+
+from confluent_kafka import libversion
 
 from app.config import BridgeSettings
 from app.engine import preflight
 from app.engine.faults import NO_FAULTS, Faults
 from app.engine.loop import Bridge
-from app.engine.transactions import Transactions
+from app.engine.transactions import Transactions, epoch_policy
 from app.engine.watchdog import Watchdog
 from app.engine.wiring import build_pipeline, compose, producer_common, state_config
 from app.errors import KafkaFatalError
@@ -19,6 +22,8 @@ from app.ops.health import Health
 from app.ops.metrics import Metrics
 from app.pipeline.builder import Pipeline
 from app.state import NoState, StateBackend, make_backend
+
+log = logging.getLogger(__name__)
 
 
 def build(
@@ -47,7 +52,10 @@ def build(
 
 
 def init_transactions(txn: Transactions, settings: BridgeSettings) -> None:
-    """``init_transactions``, with a missing TransactionalId ACL said as such (exit 2)."""
+    """``init_transactions``, with a missing TransactionalId ACL said as such (exit 2); one
+    line says how an abort is kept from leaking into the next transaction."""
+    if settings.exactly_once:
+        log.info(epoch_policy(libversion()[0])[1])
     try:
         txn.init()
     except KafkaFatalError as exc:

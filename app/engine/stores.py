@@ -13,6 +13,7 @@ from app.config import BridgeSettings
 from app.engine.faults import NO_FAULTS, Faults
 from app.engine.preflight import offsets_topic
 from app.engine.tasks import TaskAssignment, TaskProducers, task_transactional_id
+from app.engine.transactions import renews_epochs
 from app.engine.watchdog import Watchdog
 from app.kafka.clients import KAFKA, Clients
 from app.kafka.defaults import stuck_call_deadline
@@ -71,6 +72,7 @@ def cross_cluster_tasks(
         watchdog,
         settings.call_timeout,
         stuck,
+        new_epoch_per_abort=renews_epochs(faults.same_epoch_after_abort),
     )  # fmt: skip
     target = settings.target_cluster()
     reader = {"bootstrap.servers": target.bootstrap_servers, **target.client_common(),

@@ -49,6 +49,9 @@ class TaskProducers:
             error of ``init_transactions`` is retried until it has passed.
         stuck_after: the watchdog's deadline per call (the bridge's ``stuck_call_timeout``,
             :func:`app.engine.stores.stuck_after`); default ``timeout`` + 15 s.
+        new_epoch_per_abort: each aborted task's producer is replaced by a new, initialised one,
+            so its next transaction runs under a new epoch (as
+            :meth:`app.engine.transactions.Transactions.abort` does for the one producer).
     """
 
     def __init__(
@@ -58,8 +61,11 @@ class TaskProducers:
         guard: CallGuard,
         timeout: float,
         stuck_after: float | None = None,
+        new_epoch_per_abort: bool = True,
     ) -> None:
         self._new_producer = new_producer
+        self._new_epoch_per_abort = new_epoch_per_abort
+        self.epoch_bumps = 0
         self._id_of = id_of
         self._guard = guard
         self._timeout = timeout
@@ -77,9 +83,7 @@ class TaskProducers:
         for task in sorted(set(tasks) - set(self._tasks)):
             txn_id = self._id_of(task)
             if txn_id not in self._producers:
-                producer = self._new_producer(txn_id)
-                self._call(f"init_transactions of {txn_id}", producer.init_transactions)
-                self._producers[txn_id] = producer
+                self._producers[txn_id] = self._initialised(txn_id)
                 log.info("task %d: producer %s initialised", task, txn_id)
             self._tasks[task] = txn_id
 
@@ -189,8 +193,9 @@ class TaskProducers:
             del self._open[txn_id]
 
     def abort_transaction(self, timeout: float = -1) -> None:
-        """Abort every open task transaction; after a fenced or fatal producer, nothing (the
-        process is leaving; the broker aborts them, the new owner's init fences them)."""
+        """Abort every open task transaction, each task's next one under a new epoch
+        (``new_epoch_per_abort``); after a fenced or fatal producer, nothing (the process is
+        leaving; the broker aborts them, the new owner's init fences them)."""
         if self._failed:
             self._open.clear()
             return
@@ -201,8 +206,22 @@ class TaskProducers:
                 self._raise_fenced(txn_id, exc)
                 raise
             del self._open[txn_id]
+            if self._new_epoch_per_abort and txn_id in self._producers:
+                started = time.monotonic()
+                self._producers[txn_id] = self._initialised(txn_id)  # the old one goes
+                self.epoch_bumps += 1
+                log.info(
+                    "task producer %s: new epoch after the abort (%.0f ms)",
+                    txn_id, (time.monotonic() - started) * 1000,
+                )  # fmt: skip
 
     # ---- helpers ---------------------------------------------------------------------------
+
+    def _initialised(self, txn_id: str) -> ProducerPort:
+        """A new producer of ``txn_id``, initialised: fences every earlier epoch of the id."""
+        producer = self._new_producer(txn_id)
+        self._call(f"init_transactions of {txn_id}", producer.init_transactions)
+        return producer
 
     def _raise_fenced(self, txn_id: str, exc: KafkaException) -> None:
         """A fenced task producer: another instance owns the task now, or the target's

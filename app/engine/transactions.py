@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable
 from typing import TypeVar
 
-from confluent_kafka import OFFSET_BEGINNING, KafkaException, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, KafkaException, TopicPartition, libversion
 
 from app.engine.watchdog import Watchdog
 from app.errors import CheckpointAborted, KafkaFatalError, ProducerFenced, forget_frames
@@ -24,9 +24,40 @@ from app.offsets import OffsetStore
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
+# The first librdkafka release with Transactions V2 (KIP-890 part 2: a new epoch per
+# transaction, kept by the broker): none yet (confluentinc/librdkafka#5423 is open).
+TV2_LIBRDKAFKA: tuple[int, int, int] | None = None
+
+# The transactional calls whose request, retried after a timeout, could still land in a later
+# transaction of the same epoch (the next commit is followed by a new epoch).
+_ENDS_OR_JOINS = frozenset(
+    ("send_offsets_to_transaction", "commit_transaction", "abort_transaction")
+)
+
 # The watchdog's deadline for a call = librdkafka's timeout argument + this margin: the call
 # is given every chance to return by itself before the process is ended.
 _GRACE_S = 15.0
+
+
+def epoch_policy(libversion: str) -> tuple[bool, str]:
+    """Whether the bridge must renew the producer epoch after each abort with librdkafka
+    ``libversion``, and the start-up log line saying which protection is used."""
+    try:
+        version = tuple(int(part) for part in libversion.split("-")[0].split(".")[:3])
+    except ValueError:
+        version = ()
+    if TV2_LIBRDKAFKA is not None and version >= TV2_LIBRDKAFKA:
+        return False, f"transactions: librdkafka {libversion} speaks Transactions V2 (KIP-890)"
+    return True, (
+        f"transactions: librdkafka {libversion} has no Transactions V2 (KIP-890 part 2): "
+        f"every abort is followed by a new producer epoch (init_transactions of a new producer)"
+    )
+
+
+def renews_epochs(same_epoch_fault: bool = False) -> bool:
+    """Whether aborts are followed by a new epoch with the installed librdkafka
+    (:func:`epoch_policy`); ``same_epoch_fault``: a test rig's fault turns it off."""
+    return epoch_policy(libversion()[0])[0] and not same_epoch_fault
 
 
 class Transactions:
@@ -46,6 +77,9 @@ class Transactions:
         max_recreations: producer re-creations in a row without a commit in between before
             giving up (exit 3): a live twin would otherwise fence us forever.
         where: the coordinator a call talks to, for the watchdog's log line.
+        new_epoch_per_abort: after each abort, the next transaction runs under a new producer
+            epoch (:meth:`abort`); off only where the producer renews its own epochs (the task
+            producers of two clusters) or in a test rig's fault.
     """
 
     def __init__(
@@ -61,6 +95,7 @@ class Transactions:
         max_recreations: int = 3,
         where: str = "",
         stuck_after: float | None = None,
+        new_epoch_per_abort: bool = True,
     ) -> None:
         self._new_producer = new_producer
         self._producer = new_producer()
@@ -74,6 +109,9 @@ class Transactions:
         self._where = where
         self._stuck_after = stuck_after or call_timeout + _GRACE_S
         self._recreations = 0
+        self._new_epoch_per_abort = new_epoch_per_abort
+        self.epoch_bumps = 0  # new epochs after aborts, for tests and the log
+        self._timed_out: str | None = None  # a transactional call of this epoch timed out
         self._open = False
         self._discard: list[Callable[[], None]] = []
         self._rebind: list[Callable[[ProducerPort], None]] = []
@@ -142,11 +180,19 @@ class Transactions:
                 self._offsets.after_commit(offsets)
         self._open = False
         self._recreations = 0
+        if self._timed_out is not None and self._new_epoch_per_abort:
+            self._after_timeout()
 
     def abort(self, reason: str, *, rewind: bool = True) -> None:
         """Abort the open transaction, drop uncommitted work, rewind, begin the next one.
 
-        A producer that cannot abort (fenced, fatal) is re-created instead.
+        Exactly once, the next transaction runs under a new producer epoch: librdkafka has no
+        Transactions V2 (KIP-890 part 2, :func:`epoch_policy`), so under the same epoch a
+        produce request of the aborted transaction still in the network (delayed past
+        ``request.timeout.ms``) could land in the next one and commit with it. A new producer's
+        ``init_transactions`` bumps the epoch: the broker refuses that request as fenced. It
+        costs one ``InitProducerId`` round trip and a producer per abort (docs/operations.md).
+        A producer that cannot abort (fenced, fatal) is re-created the same way.
 
         Args:
             reason: logged.
@@ -155,10 +201,19 @@ class Transactions:
         """
         log.warning("aborting transaction: %s", reason)
         try:
-            self._abort_open()
+            was_open = self._abort_open()
         except ProducerFenced as exc:
             forget_frames(exc)  # they hold the fenced producer
             self.recreate(str(exc), rewind=rewind)
+            return
+        if was_open and self._new_epoch_per_abort:
+            started = time.monotonic()
+            self._renew(rewind)
+            self.epoch_bumps += 1
+            log.info(
+                "new producer epoch after the abort (init_transactions of a new producer, "
+                "%.0f ms)", (time.monotonic() - started) * 1000,
+            )  # fmt: skip
             return
         self._discard_uncommitted()
         if rewind:
@@ -191,20 +246,7 @@ class Transactions:
             "re-creating the producer (%d/%d in a row): %s",
             self._recreations, self._max_recreations, reason,
         )  # fmt: skip
-        self._open = False
-        self._producer = self._new_producer()  # the old one is released with its last reference
-        for rebind in self._rebind:
-            rebind(self._producer)
-        self._discard_uncommitted()
-        try:
-            self.init()
-        except ProducerFenced as exc:
-            forget_frames(exc)
-            self.recreate(str(exc), rewind=rewind)
-            return
-        if rewind:
-            self.rewind()
-        self.begin()
+        self._renew(rewind)
 
     @property
     def reset_offset(self) -> int:
@@ -245,14 +287,52 @@ class Transactions:
 
     # ---- helpers ---------------------------------------------------------------------------
 
-    def _abort_open(self) -> None:
-        if self.exactly_once and self._open:
+    def _renew(self, rewind: bool) -> None:
+        """A new producer with the same transactional.id, initialised (a new epoch), then
+        rewind and begin; a fenced ``init_transactions`` is a counted :meth:`recreate`."""
+        self._open = False
+        self._discard_uncommitted()
+        if self._replace_producer(rewind):
+            if rewind:
+                self.rewind()
+            self.begin()
+
+    def _after_timeout(self) -> None:
+        """A transactional call of the transaction just committed was retried: its first
+        request may still be in the network (confluentinc/librdkafka#5423 names ``EndTxn``),
+        and under the same epoch it could end the next transaction. The next one runs under a
+        new epoch (nothing is uncommitted: no rewind)."""
+        what = self._timed_out
+        if self._replace_producer(rewind=False):
+            self.epoch_bumps += 1
+            log.info("new producer epoch: %s was retried in the transaction committed", what)
+
+    def _replace_producer(self, rewind: bool) -> bool:
+        """A new producer, bound and initialised; False when its init was fenced and
+        :meth:`recreate` took over (it rewinds and begins itself)."""
+        self._timed_out = None
+        self._producer = self._new_producer()  # the old one is released with its last reference
+        for rebind in self._rebind:
+            rebind(self._producer)
+        try:
+            self.init()
+        except ProducerFenced as exc:
+            forget_frames(exc)
+            self.recreate(str(exc), rewind=rewind)
+            return False
+        return True
+
+    def _abort_open(self) -> bool:
+        """Abort the open transaction, if any (exactly once); says whether one was open."""
+        was_open = self.exactly_once and self._open
+        if was_open:
             producer = self._producer
             try:
                 self._call("abort_transaction", lambda: producer.abort_transaction(self._timeout))
             except CheckpointAborted as exc:  # abortable while aborting: nothing more to undo
                 log.warning("abort_transaction reported %s", exc)
         self._open = False
+        return was_open
 
     def _discard_uncommitted(self) -> None:
         for discard in self._discard:
@@ -283,6 +363,8 @@ class Transactions:
                 reaction = classify(exc)
                 if reaction is Reaction.RETRY and time.monotonic() < deadline:
                     log.warning("%s: retriable error %s; retrying", what, describe(exc))
+                    if what in _ENDS_OR_JOINS:  # its request may still land: a new epoch next
+                        self._timed_out = what
                     # A call that fails at once (e.g. CONCURRENT_TRANSACTIONS) is not asked
                     # again in a tight loop: librdkafka's own retry.backoff.ms, doubled to 1 s.
                     time.sleep(min(pause, max(deadline - time.monotonic(), 0.0)))

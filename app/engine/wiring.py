@@ -33,7 +33,7 @@ from app.engine.regroup import Regrouper
 from app.engine.repair import PartitionRepair
 from app.engine.stores import offset_store, reset_offset, stuck_after
 from app.engine.tasks import TaskAssignment
-from app.engine.transactions import Transactions
+from app.engine.transactions import Transactions, renews_epochs
 from app.engine.watchdog import Watchdog
 from app.kafka.catalog import TopicCatalog
 from app.kafka.clients import KAFKA, Clients
@@ -131,6 +131,8 @@ def compose(
         reset_offset=reset_offset(settings),
         where=f"transaction coordinator of {settings.transactional_id!r}",
         stuck_after=stuck,
+        # two clusters: each task producer renews its own epoch
+        new_epoch_per_abort=tasks is None and renews_epochs(faults.same_epoch_after_abort),
     )
     collector.rebind(txn.producer)
     output = _output(settings, facts, collector, pconf, consumer, metrics, health, replaying)

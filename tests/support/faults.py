@@ -46,7 +46,10 @@ def pause_when(path: Path) -> Callable[[Callable[[], None]], None]:
 
 
 def bridge_faults(
-    abort_every_k: int = 0, pause_file: Path | None = None, shared_id: str | None = None
+    abort_every_k: int = 0,
+    pause_file: Path | None = None,
+    shared_id: str | None = None,
+    same_epoch_after_abort: bool = False,
 ) -> Faults:
     """The faults of the launcher's options (``tests.support.faulty_bridge``)."""
     base = Faults()
@@ -54,4 +57,5 @@ def bridge_faults(
         after_flush=abort_every(abort_every_k) if abort_every_k else base.after_flush,
         before_offsets=pause_when(pause_file) if pause_file else base.before_offsets,
         task_id=(lambda _task: shared_id) if shared_id else None,
+        same_epoch_after_abort=same_epoch_after_abort,
     )

@@ -6,6 +6,8 @@ Options:
     --pause-file P: SIGSTOP at the first checkpoint after P appears, before its offsets.
     --shared-transactional-id: two clusters, every task shares the instance's transactional id
         (per-partition fencing off: NOT exactly-once; shows what the zombie test catches).
+    --same-epoch-after-abort: the next transaction keeps an aborted one's producer epoch
+        (librdkafka's own behaviour; shows what the delayed-produce test catches).
 """
 
 from __future__ import annotations
@@ -26,13 +28,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--abort-every", type=int, default=0, metavar="K")
     parser.add_argument("--pause-file", type=Path, metavar="P")
     parser.add_argument("--shared-transactional-id", action="store_true")
+    parser.add_argument("--same-epoch-after-abort", action="store_true")
     args = parser.parse_args(argv)
     settings = load_settings()
     logs.setup(settings.log_level, settings.log_format)
     shared = settings.transactional_id if args.shared_transactional_id else None
     if shared:
         logging.getLogger(__name__).warning("every task shares %s (NOT exactly-once)", shared)
-    faults = bridge_faults(args.abort_every, args.pause_file, shared)
+    if args.same_epoch_after_abort:
+        logging.getLogger(__name__).warning("no new epoch after aborts (test fault)")
+    faults = bridge_faults(args.abort_every, args.pause_file, shared, args.same_epoch_after_abort)
     return runner.run(settings, faults=faults)
 
 

@@ -230,7 +230,9 @@ def test_abortable_error_aborts_rewinds_and_continues() -> None:
     h.bridge.run()
     assert h.aborts("abortable") == 1
     assert h.consumer.seeks == [("in", 0, 0)]
-    assert len(h.producers) == 1 and "abort_transaction" in h.producers[0].calls
+    # the next transaction runs under a new epoch: a new producer, initialised
+    assert len(h.producers) == 2 and "abort_transaction" in h.producers[0].calls
+    assert h.producers[1].calls[0] == "init_transactions" and h.txn.epoch_bumps == 1
 
 
 def test_fenced_producer_is_recreated_in_process() -> None:
@@ -333,7 +335,8 @@ def test_a_failed_commit_replays_with_a_delivery_report_per_record() -> None:
     h.consumer.batches.append([FakeMessage(offset=0)])  # the replay after the rewind
     h.bridge.run()
     assert h.aborts("commit_failed") == 1
-    assert h.producers[0].reported == [False, True]  # first send plain, the replay reported
+    # first send plain; the replay, through the new epoch's producer, reported
+    assert h.producers[0].reported == [False] and h.producers[1].reported == [True]
     assert not h.output.refusals.diagnosing  # the replay committed cleanly: back to normal
 
 

@@ -15,17 +15,22 @@ from tests.unit.fakes import FakeProducer, RecordingGuard, idle_watchdog, kafka_
 
 
 class Rig:
-    def __init__(self, shared: bool = False) -> None:
+    """``made``: the latest producer of each transactional id; ``every``: all, in order."""
+
+    def __init__(self, shared: bool = False, new_epoch_per_abort: bool = True) -> None:
         self.made: dict[str, FakeProducer] = {}
+        self.every: list[tuple[str, FakeProducer]] = []
         self.tasks = TaskProducers(
             self._new,
             (lambda _: "g-instance") if shared else (lambda n: task_transactional_id("g", n)),
             idle_watchdog(),
             5.0,
+            new_epoch_per_abort=new_epoch_per_abort,
         )
 
     def _new(self, txn_id: str) -> FakeProducer:
         self.made[txn_id] = FakeProducer()
+        self.every.append((txn_id, self.made[txn_id]))
         return self.made[txn_id]
 
 
@@ -109,8 +114,40 @@ def test_an_abortable_failure_of_the_first_task_is_left_to_the_ladder() -> None:
     rig.made["g-task-0"].fail["commit_transaction"].append(error)
     with pytest.raises(type(error)):
         rig.tasks.commit_transaction(5)
+    aborted = rig.made["g-task-0"]
     rig.tasks.abort_transaction(5)
-    assert rig.made["g-task-0"].calls[-1] == "abort_transaction"
+    assert aborted.calls[-1] == "abort_transaction"
+    assert rig.made["g-task-0"] is not aborted  # the next transaction: a new epoch
+
+
+def test_an_abort_gives_each_aborted_task_a_new_epoch_and_leaves_the_others() -> None:
+    """No Transactions V2: a produce request of an aborted transaction still in the network
+    must not land in the task's next one, so each aborted task's next transaction runs on a
+    new, initialised producer (a new epoch); a task with no open transaction keeps its own."""
+    rig = Rig()
+    rig.tasks.assign([0, 1])
+    idle = rig.made["g-task-1"]
+    rig.tasks.select(0)
+    rig.tasks.produce("out", b"v", None)
+    aborted = rig.made["g-task-0"]
+    rig.tasks.abort_transaction(5)
+    fresh = rig.made["g-task-0"]
+    assert fresh is not aborted and fresh.calls == ["init_transactions"]
+    assert rig.made["g-task-1"] is idle and rig.tasks.epoch_bumps == 1
+    rig.tasks.select(0)
+    rig.tasks.produce("out", b"v2", None)  # the next transaction: on the new producer
+    assert fresh.calls == ["init_transactions", "begin_transaction", "produce"]
+    assert aborted.calls.count("produce") == 1
+
+
+def test_with_the_same_epoch_fault_an_aborted_task_keeps_its_producer() -> None:
+    rig = Rig(new_epoch_per_abort=False)
+    rig.tasks.assign([0])
+    rig.tasks.select(0)
+    rig.tasks.produce("out", b"v", None)
+    aborted = rig.made["g-task-0"]
+    rig.tasks.abort_transaction(5)
+    assert rig.made["g-task-0"] is aborted and len(rig.every) == 1
 
 
 def test_a_fenced_task_producer_exits_instead_of_fencing_the_new_owner() -> None:

@@ -22,11 +22,13 @@ class Owner:
         call_timeout: float = 5.0,
         max_recreations: int = 3,
         assignment: tuple[tuple[str, int], ...] = (("in", 0),),
+        new_epoch_per_abort: bool = True,
     ) -> None:
         self.producers: list[FakeProducer] = []
         self.consumer = FakeConsumer(list(assignment))
         self.discarded = 0
         self.rebound: list[FakeProducer] = []
+        self.planted: list[FakeProducer] = []  # made next, before any new one
         self.txn = Transactions(
             self._new_producer,
             self.consumer,
@@ -35,12 +37,13 @@ class Owner:
             call_timeout=call_timeout,
             watchdog=idle_watchdog(),
             max_recreations=max_recreations,
+            new_epoch_per_abort=new_epoch_per_abort,
         )
         self.txn.on_abort(self._discard)
         self.txn.on_new_producer(self.rebound.append)
 
     def _new_producer(self) -> FakeProducer:
-        self.producers.append(FakeProducer())
+        self.producers.append(self.planted.pop(0) if self.planted else FakeProducer())
         return self.producers[-1]
 
     def _discard(self) -> None:
@@ -69,7 +72,22 @@ def test_retriable_commit_error_is_retried_within_the_deadline() -> None:
     o.txn.begin()
     o.producer.fail["commit_transaction"] = [kafka_exc(KafkaError._TIMED_OUT, retriable=True)]
     o.txn.commit(OFFSETS)
-    assert o.producer.calls.count("commit_transaction") == 2
+    assert o.producers[0].calls.count("commit_transaction") == 2
+
+
+def test_after_a_retried_transactional_call_the_next_transaction_has_a_new_epoch() -> None:
+    """The timed-out request may still be in the network (librdkafka#5423: ``EndTxn``); under
+    the same epoch it could end the next transaction. Nothing is rewound: all committed."""
+    o = Owner()
+    o.txn.begin()
+    o.producer.fail["commit_transaction"] = [kafka_exc(KafkaError._TIMED_OUT, retriable=True)]
+    o.txn.commit(OFFSETS)
+    first, fresh = o.producers
+    assert fresh.calls == ["init_transactions"] and o.rebound == [fresh]
+    assert o.consumer.seeks == [] and o.txn.epoch_bumps == 1
+    o.txn.begin()
+    o.txn.commit(OFFSETS)  # a clean commit: the epoch stays
+    assert len(o.producers) == 2 and fresh.calls[-1] == "commit_transaction"
 
 
 def test_retries_of_an_error_that_comes_back_at_once_pause_and_back_off(
@@ -82,7 +100,7 @@ def test_retries_of_an_error_that_comes_back_at_once_pause_and_back_off(
     conflict = kafka_exc(KafkaError.CONCURRENT_TRANSACTIONS, retriable=True)
     o.producer.fail["commit_transaction"] = [conflict] * 5
     o.txn.commit(OFFSETS)
-    assert o.producer.calls.count("commit_transaction") == 6
+    assert o.producers[0].calls.count("commit_transaction") == 6
     assert pauses == [0.1, 0.2, 0.4, 0.8, 1.0]  # doubled, at most 1 s
 
 
@@ -135,11 +153,62 @@ def test_abort_discards_rewinds_to_committed_and_begins_again() -> None:
     o.consumer.committed_offsets = {("in", 0): 7}  # in[1]: nothing committed yet
     o.txn.begin()
     o.txn.abort("test")
-    assert o.producer.calls == ["begin_transaction", "abort_transaction", "begin_transaction"]
-    assert o.discarded == 1
+    aborted, fresh = o.producers
+    assert aborted.calls == ["begin_transaction", "abort_transaction"]
+    assert fresh.calls == ["init_transactions", "begin_transaction"]  # a new epoch
+    assert o.discarded == 1 and o.rebound == [fresh] and o.txn.epoch_bumps == 1
     assert o.consumer.seeks == [("in", 0, 7), ("in", 1, OFFSET_BEGINNING)]
     o.txn.begin()  # the next transaction is already open: nothing to begin
-    assert o.producer.calls.count("begin_transaction") == 2
+    assert fresh.calls.count("begin_transaction") == 1
+
+
+def test_no_transaction_ever_runs_on_an_aborted_producer() -> None:
+    """Without Transactions V2 (KIP-890 part 2) a produce request of an aborted transaction
+    still in the network could land in the next one under the same epoch: every abort is
+    followed by a new producer whose init_transactions bumps the epoch. Not counted as a
+    re-creation: aborts are not twins."""
+    o = Owner(max_recreations=1)
+    for n in range(5):
+        o.txn.begin()
+        o.txn.abort(f"abort {n}")
+    assert len(o.producers) == 6 and o.txn.epoch_bumps == 5
+    for aborted in o.producers[:-1]:
+        assert aborted.calls[-1] == "abort_transaction"  # nothing after its abort
+    assert o.txn.producer.calls == ["init_transactions", "begin_transaction"]
+
+
+def test_with_the_same_epoch_fault_the_aborted_producer_goes_on() -> None:
+    """The test rig's fault (``Faults.same_epoch_after_abort``): librdkafka's own
+    behaviour, kept so the delayed-produce test can show what it lets through."""
+    o = Owner(new_epoch_per_abort=False)
+    o.txn.begin()
+    o.txn.abort("test")
+    assert len(o.producers) == 1 and o.txn.epoch_bumps == 0
+    assert o.producer.calls == ["begin_transaction", "abort_transaction", "begin_transaction"]
+
+
+def test_a_fenced_init_of_the_new_epoch_is_a_counted_recreation() -> None:
+    """A twin that fences the new epoch's producer is what ``max_recreations`` bounds."""
+    o = Owner(max_recreations=1)
+    o.txn.begin()
+    for _ in range(2):  # the new epoch's producer and the re-created one: both fenced
+        o.planted.append(FakeProducer())
+        o.planted[-1].fail["init_transactions"] = [kafka_exc(KafkaError._FENCED, fatal=True)]
+    with pytest.raises(KafkaFatalError, match="re-created 1 times in a row"):
+        o.txn.abort("test")
+    assert len(o.producers) == 3
+
+
+def test_the_epoch_policy_names_the_protection_used(monkeypatch: pytest.MonkeyPatch) -> None:
+    from app.engine import transactions
+
+    renew, line = transactions.epoch_policy("2.16.0")
+    assert renew and "no Transactions V2" in line and "new producer epoch" in line
+    monkeypatch.setattr(transactions, "TV2_LIBRDKAFKA", (2, 20, 0))
+    assert transactions.epoch_policy("2.16.0")[0]
+    renew, line = transactions.epoch_policy("2.20.1")
+    assert not renew and "speaks Transactions V2" in line
+    assert transactions.epoch_policy("garbage")[0]  # unknown: the safe way
 
 
 def test_abort_without_rewind_leaves_positions() -> None:
