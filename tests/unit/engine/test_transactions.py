@@ -82,7 +82,7 @@ def test_after_a_retried_transactional_call_the_next_transaction_has_a_new_epoch
     o.txn.begin()
     o.producer.fail["commit_transaction"] = [kafka_exc(KafkaError._TIMED_OUT, retriable=True)]
     o.txn.commit(OFFSETS)
-    first, fresh = o.producers
+    _first, fresh = o.producers
     assert fresh.calls == ["init_transactions"] and o.rebound == [fresh]
     assert o.consumer.seeks == [] and o.txn.epoch_bumps == 1
     o.txn.begin()
