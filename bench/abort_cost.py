@@ -18,20 +18,17 @@ from __future__ import annotations
 import argparse
 import statistics
 import sys
-import tempfile
 import time
-from pathlib import Path
 
 from confluent_kafka import Consumer, Producer
-from confluent_kafka.admin import AdminClient, NewTopic
 
 from app.engine.transactions import Transactions
 from app.engine.watchdog import Watchdog
 from app.offsets import GroupOffsets
 from app.ops.health import Health
-from devkit.kafka import LocalKafka
+from bench.kafka import broker_or_embedded, create_topics
 
-_TOPIC = "abort-cost"
+_TOPIC = f"abort-cost-{time.time_ns()}"  # a new topic per run
 
 
 def _owner(bootstrap: str, txn_id: str, renew: bool) -> Transactions:
@@ -58,13 +55,7 @@ def _one_abort(txn: Transactions) -> tuple[float, float]:
 
 
 def measure(bootstrap: str, aborts: int) -> dict[str, list[tuple[float, float]]]:
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    for future in admin.create_topics([NewTopic(_TOPIC, 1, 1)]).values():
-        try:
-            future.result(30)
-        except Exception as exc:  # it exists from an earlier run
-            if "TOPIC_ALREADY_EXISTS" not in str(exc):
-                raise
+    create_topics(bootstrap, [_TOPIC], 1)
     owners = {
         "same epoch": _owner(bootstrap, f"abort-cost-same-{time.time_ns()}", False),
         "new epoch": _owner(bootstrap, f"abort-cost-new-{time.time_ns()}", True),
@@ -102,17 +93,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--aborts", type=int, default=40, help="aborts of each way")
     parser.add_argument("--bootstrap", help="an existing broker instead of an embedded one")
     args = parser.parse_args(argv)
-    cluster = None
-    bootstrap = args.bootstrap
-    if bootstrap is None:
-        cluster = LocalKafka(Path(tempfile.mkdtemp(prefix="bench-kafka-")), brokers=1)
-        cluster.start()
-        bootstrap = cluster.bootstrap
-    try:
+    with broker_or_embedded(args.bootstrap) as bootstrap:
         print(report(measure(bootstrap, args.aborts)))
-    finally:
-        if cluster is not None:
-            cluster.stop()
     return 0
 
 

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import contextlib
+import tempfile
 import time
+from collections.abc import Iterator
+from pathlib import Path
 
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
@@ -91,6 +94,22 @@ class Probe:
 
     def close(self) -> None:
         self._consumer.close()
+
+
+@contextlib.contextmanager
+def broker_or_embedded(bootstrap: str | None) -> Iterator[str]:
+    """``bootstrap`` itself, or an embedded one-broker cluster for the ``with`` block."""
+    if bootstrap:
+        yield bootstrap
+        return
+    from devkit.kafka import LocalKafka  # only when the bench starts its own broker
+
+    cluster = LocalKafka(Path(tempfile.mkdtemp(prefix="bench-kafka-")), brokers=1)
+    cluster.start()
+    try:
+        yield cluster.bootstrap
+    finally:
+        cluster.stop()
 
 
 def create_topics(bootstrap: str, names: list[str], partitions: int, **config: str) -> None:
