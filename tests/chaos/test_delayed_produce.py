@@ -33,7 +33,8 @@ from tests.support.chaos import REQUEST_TIMEOUT_MS, Rig
 
 pytestmark = [pytest.mark.integration, pytest.mark.chaos]
 
-ROUNDS = 20
+# Three rounds in `make test` (about 7 s each); twenty in `make test-long-chaos`.
+ROUNDS = (3, pytest.param(20, marks=pytest.mark.long_chaos))
 HELD_MS = REQUEST_TIMEOUT_MS + 1500  # past the request timeout, then delivered
 
 
@@ -82,12 +83,12 @@ def _coordinated_elsewhere(rig: Rig, leader: int) -> str:
     raise AssertionError("no transactional id coordinated away from the partition leader")
 
 
-def run_rounds(rig: Rig, renew: bool) -> tuple[list[bytes], EpochLog, Transactions]:
+def run_rounds(rig: Rig, renew: bool, rounds: int) -> tuple[list[bytes], EpochLog, Transactions]:
     topic = rig.kafka.create_topic(rig.kafka.unique("delayed-produce"), 1)
     leader = rig.leader(topic, 0)
     epochs = EpochLog()
     txn = _owner(rig, _coordinated_elsewhere(rig, leader), renew, epochs)
-    for n in range(ROUNDS):
+    for n in range(rounds):
         txn.producer.produce(topic, f"aborted-{n}-first".encode(), partition=0)
         txn.producer.flush(30)  # acknowledged: the partition is in this transaction
         rig.proxy.add_toxic(f"b{leader}", "latency", "upstream", latency=HELD_MS)
@@ -103,9 +104,12 @@ def run_rounds(rig: Rig, renew: bool) -> tuple[list[bytes], EpochLog, Transactio
     return [r.value or b"" for r in rig.kafka.read_all(topic)], epochs, txn
 
 
-def test_a_produce_held_past_the_request_timeout_never_lands_after_its_abort(rig: Rig) -> None:
-    values, epochs, txn = run_rounds(rig, renew=True)
+@pytest.mark.parametrize("rounds", ROUNDS)
+def test_a_produce_held_past_the_request_timeout_never_lands_after_its_abort(
+    rig: Rig, rounds: int
+) -> None:
+    values, epochs, txn = run_rounds(rig, renew=True, rounds=rounds)
     assert not [v for v in values if v.startswith(b"aborted")]
-    assert values == [f"committed-{n}".encode() for n in range(ROUNDS)]
-    assert txn.epoch_bumps == ROUNDS  # one new epoch per abort
-    assert len(set(epochs.epochs)) >= ROUNDS + 1, epochs.epochs  # as librdkafka logged them
+    assert values == [f"committed-{n}".encode() for n in range(rounds)]
+    assert txn.epoch_bumps == rounds  # one new epoch per abort
+    assert len(set(epochs.epochs)) >= rounds + 1, epochs.epochs  # as librdkafka logged them

@@ -28,8 +28,13 @@ GOOD = 2000
 PARTITIONS = 2
 HOUR_MS = 3_600_000
 BATCH = 500
-# The bound docs/operations.md states (isolation_after_aborts 5, batch_size 500): 16 aborts.
+# The bound docs/operations.md states (isolation_after_aborts 5, batch_size 500): 17 aborts
+# in a row without a commit. The process enforces it (exit 3 past it, unit-tested in
+# tests/unit/engine/test_poison_isolation.py). A narrowed batch without the planted record
+# commits and starts a new row, so the run's total may exceed it: the test checks the row
+# through the exit code and the log.
 MAX_ABORTS = Isolation(AFTER_ABORTS, BATCH).bound()
+OVER_BOUND = "transactions in a row aborted without a commit"
 
 
 def _seed(kafka: KafkaFixture, src: str, plant: int, keyed: bool, **planted: object) -> None:
@@ -88,7 +93,7 @@ def test_count_output_refused_by_the_broker_is_one_dead_letter(
     aborts = _aborts(port)
     assert bridge.terminate() == 0
     assert _dead_letters(kafka, dlq) == [(0, plant, "OutputRefused")]
-    assert 0 < aborts <= MAX_ABORTS, bridge.logs()[-4000:]
+    _bounded(bridge.logs(), aborts)
     counted = [orjson.loads(r.value) for r in kafka.read_all(out)]
     assert len(counted) == GOOD - 1  # one count update per good record, none for the planted
 
@@ -116,8 +121,16 @@ def test_key_less_dead_letter_refused_by_a_compacted_dlq_is_written_in_its_small
     assert [(int(r.header(H_PARTITION) or b"-1"), int(r.header(H_OFFSET) or b"-1"))
             for r in letters] == [(0, plant)]  # fmt: skip
     assert letters[0].key  # a compacted topic takes keyed records only
-    assert 0 < aborts <= MAX_ABORTS, bridge.logs()[-4000:]
+    _bounded(bridge.logs(), aborts)
     assert len(kafka.read_all(out)) == GOOD - 1
+
+
+def _bounded(logs: str, aborts: float) -> None:
+    """Aborts happened, and no row of them went past the bound (the bridge exited 0 — it exits
+    3 past the bound — and never logged the bound's exit line)."""
+    assert aborts > 0, logs[-4000:]
+    assert OVER_BOUND not in logs, logs[-4000:]
+    print(f"aborts {aborts:.0f} in all (bound {MAX_ABORTS} in a row)")
 
 
 def _compact(kafka: KafkaFixture, topic: str) -> None:
