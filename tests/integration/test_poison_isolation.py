@@ -81,13 +81,18 @@ def test_count_output_refused_by_the_broker_is_one_dead_letter(
     dlq = kafka.create_topic(kafka.unique("dlq"), 1)
     plant = 321
     ahead = int(time.time() * 1000) + 2 * HOUR_MS  # the count's output inherits it
-    _seed(kafka, src, plant, keyed=True, timestamp=ahead)
     port = free_port()
+    # Seeded while it runs, with a checkpoint every 5 s: the refusal reaches the bridge before
+    # the transaction's next produce, which fails with `_STATE: Erroneous state` — the error
+    # the ladder cannot map (the code before isolation replayed it forever: issue 52's note).
     settings = base_settings(
         kafka, src, out, dlq, pipeline="tests.state_pipelines:counting",
         state_dir=str(tmp_path / "state"), batch_size=BATCH, http_port=port,
+        commit_interval=5.0,
     )  # fmt: skip
     bridge = bridges(**settings).start()
+    wait_until(lambda: http_get(port, "/readyz")[0] == 200, 60, "bridge ready")
+    _seed(kafka, src, plant, keyed=True, timestamp=ahead)
     wait_caught_up(kafka, settings["group_id"], src, 180, [bridge])
     metrics_when(port, lambda t: metric(t, "eos_bridge_dead_letter_records_total") >= 1, "dlq")
     aborts = _aborts(port)
