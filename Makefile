@@ -90,8 +90,10 @@ chaos: $(STAMP)
 # same test with two kills),
 # with what it prints shown: each restart's exit code and time to /readyz, and the seconds from
 # each kill to the first commit after it (docs/operations.md, "Measured").
+# FAILOVER_SETTINGS=default runs it with the bridge's own timeouts instead of failover-sized ones.
+FAILOVER_SETTINGS ?= tuned
 failover: $(STAMP)
-	FAILOVER_KILLS=5 $(BIN)/pytest -q -rP tests/integration/test_coordinator_failover.py
+	FAILOVER_KILLS=5 FAILOVER_SETTINGS=$(FAILOVER_SETTINGS) $(BIN)/pytest -q -rP tests/integration/test_coordinator_failover.py
 
 # Soak (tests/chaos/soak.py): DURATION seconds at RATE records/s with a stateful pipeline and a
 # nemesis fault every FAULT_PERIOD seconds; RSS, fds, threads every 10 s into

@@ -62,9 +62,12 @@ def baseline_snapshot(ref: str, target: Path) -> Path:
     return target
 
 
-def ratio_rows(rates: dict[tuple[str, str, str, int], float], new: str, old: str) -> list[str]:
-    """Markdown rows: per (pipeline, contender) the median records/s of each side and the
-    median of the per-repetition ratios new / old."""
+Figures = dict[tuple[str, str, str, int], float]  # (pipeline, contender, side, repetition)
+
+
+def ratio_rows(rates: Figures, new: str, old: str, fmt: str = ",.0f") -> list[str]:
+    """Markdown rows: per (pipeline, contender) the median figure of each side (records/s, or
+    CPU µs per record) and the median of the per-repetition ratios new / old."""
     rows = []
     keys = sorted({(p, c) for p, c, _, _ in rates})
     for pipeline, contender in keys:
@@ -79,8 +82,8 @@ def ratio_rows(rates: dict[tuple[str, str, str, int], float], new: str, old: str
         per_rep = [n / o for n, o in pairs]
         rows.append(
             f"| {pipeline} | {BY_KEY[contender].label} "
-            f"| {statistics.median(o for _, o in pairs):,.0f} "
-            f"| {statistics.median(n for n, _ in pairs):,.0f} "
+            f"| {statistics.median(o for _, o in pairs):{fmt}} "
+            f"| {statistics.median(n for n, _ in pairs):{fmt}} "
             f"| {statistics.median(per_rep):.3f} | {', '.join(f'{x:.2f}' for x in per_rep)} |"
         )
     return rows
@@ -103,8 +106,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
-def run(args: argparse.Namespace, workdir: Path) -> dict[tuple[str, str, str, int], float]:
-    """records/s per (pipeline, contender, side, repetition)."""
+def run(args: argparse.Namespace, workdir: Path) -> tuple[Figures, Figures]:
+    """records/s and CPU µs per record (all the process's threads), per (pipeline,
+    contender, side, repetition)."""
     sides = [
         Side("working tree", snapshot(workdir / "new")),
         Side(args.baseline, baseline_snapshot(args.baseline, workdir / "old")),
@@ -113,7 +117,8 @@ def run(args: argparse.Namespace, workdir: Path) -> dict[tuple[str, str, str, in
     pipelines = [p.strip() for p in args.pipelines.split(",")]
     kafka = LocalKafka(workdir / "kafka", brokers=1)
     kafka.start()
-    rates: dict[tuple[str, str, str, int], float] = {}
+    rates: Figures = {}
+    cpus: Figures = {}
     try:
         for topic in sorted({INPUTS[p] for p in pipelines}):
             create_topics(kafka.bootstrap, [topic], args.partitions)
@@ -133,29 +138,44 @@ def run(args: argparse.Namespace, workdir: Path) -> dict[tuple[str, str, str, in
                             timeout=120 + args.records / 500, source=side.source,
                         )  # fmt: skip
                         log(f"rep {rep} {pipeline} {c.key} [{side.name}] "
-                            f"{result.records_per_s:,.0f} rec/s")  # fmt: skip
+                            f"{result.records_per_s:,.0f} rec/s, "
+                            f"{result.cpu_s_per_million:.1f} µs CPU/record")  # fmt: skip
                         if rep >= 0:
-                            rates[pipeline, c.key, side.name, rep] = result.records_per_s
+                            key = (pipeline, c.key, side.name, rep)
+                            rates[key] = result.records_per_s
+                            cpus[key] = result.cpu_s_per_million
     finally:
         kafka.stop()
-    return rates
+    return rates, cpus
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="eos-bench-ab-") as tmp:
-        rates = run(args, Path(tmp))
+        rates, cpus = run(args, Path(tmp))
+    columns = [
+        f"| pipeline | contender | {args.baseline} | working tree | ratio | per repetition |",
+        "|---|---|---:|---:|---:|---|",
+    ]
     head = [
         f"# A/B: working tree vs {args.baseline}",
         "",
         f"`python -m bench.ab {shlex.join(sys.argv[1:] if argv is None else argv)}` "
-        f"on {time.strftime('%Y-%m-%d %H:%M %Z')}; records/s, medians of {args.reps} "
-        "interleaved repetitions; ratio = median of per-repetition ratios (new / old).",
+        f"on {time.strftime('%Y-%m-%d %H:%M %Z')}; medians of {args.reps} interleaved "
+        "repetitions; ratio = median of per-repetition ratios (new / old).",
         "",
-        f"| pipeline | contender | {args.baseline} | working tree | ratio | per repetition |",
-        "|---|---|---:|---:|---:|---|",
+        "Records/s (higher is faster):",
+        "",
+        *columns,
+        *ratio_rows(rates, "working tree", args.baseline),
+        "",
+        "CPU µs per record, all the process's threads (lower is cheaper; the figure a shared "
+        "machine moves least):",
+        "",
+        *columns,
+        *ratio_rows(cpus, "working tree", args.baseline, ".2f"),
     ]
-    text = "\n".join(head + ratio_rows(rates, "working tree", args.baseline)) + "\n"
+    text = "\n".join(head) + "\n"
     out = args.out / f"ab-{args.baseline.replace('/', '-')}.md"
     out.parent.mkdir(parents=True, exist_ok=True)  # a fresh --out directory
     out.write_text(text)

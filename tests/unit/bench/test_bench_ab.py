@@ -53,3 +53,9 @@ def test_code_without_app_main_is_started_through_app_cli(tmp_path: Path) -> Non
     assert entry.command(job)[0][1:4] == ["-m", "app.cli", "run"]
     (tmp_path / "app" / "__main__.py").touch()
     assert entry.command(job)[0][1:4] == ["-m", "app", "run"]
+
+
+def test_cpu_rows_keep_their_decimals() -> None:
+    cpus = {("p1", "bridge-eos", "new", 0): 4.2, ("p1", "bridge-eos", "old", 0): 4.0}
+    (row,) = ratio_rows(cpus, "new", "old", ".2f")
+    assert "| 4.00 | 4.20 | 1.050 |" in row
