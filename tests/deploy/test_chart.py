@@ -509,6 +509,43 @@ def test_spark_job_is_optional_and_runs_available_now(
     assert claim["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep"
 
 
+@pytest.mark.parametrize(
+    ("sets", "image"),
+    [
+        ([], "eos-bridge-spark:0.1.0"),
+        (["image.repository=ghcr.io/acme/eos-bridge"], "ghcr.io/acme/eos-bridge-spark:0.1.0"),
+        (
+            ["image.repository=ghcr.io/acme/eos-bridge", "image.tag=0.2.0"],
+            "ghcr.io/acme/eos-bridge-spark:0.2.0",
+        ),
+        (  # the bridge image's digest names the bridge image only
+            ["image.repository=r.example/eos-bridge", f"image.digest=sha256:{'a' * 64}"],
+            "r.example/eos-bridge-spark:0.1.0",
+        ),
+        (
+            [
+                "image.repository=ghcr.io/acme/eos-bridge",
+                "spark.image.repository=mirror.example/spark",
+                "spark.image.tag=s1",
+                "sparkApplication.image.repository=mirror.example/spark",
+                "sparkApplication.image.tag=s1",
+            ],
+            "mirror.example/spark:s1",
+        ),
+    ],
+)
+def test_spark_image_follows_the_bridge_image_unless_set(
+    manifests: Callable[..., list[Manifest]], sets: list[str], image: str
+) -> None:
+    """An unset Spark image sits next to the bridge's (same registry, `-spark`, same tag), for
+    the CronJob and the SparkApplication alike."""
+    app = [*sets, "sparkApplication.enabled=true", "sparkApplication.storage.claimName=rwx"]
+    cron = one(manifests(SPARK, sets=sets), "CronJob")
+    container = cron["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0]
+    assert container["image"] == image
+    assert one(manifests(DEFAULT, sets=app), "SparkApplication")["spec"]["image"] == image
+
+
 def test_image_and_chart_agree() -> None:
     """The chart's uid, port and command match what the Dockerfile builds."""
     dockerfile = (REPO / "Dockerfile").read_text()

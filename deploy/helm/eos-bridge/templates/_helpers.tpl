@@ -86,6 +86,18 @@ the chart's appVersion). Call with (dict "image" .Values.image "context" $).
 {{- end }}
 
 {{/*
+The Spark image (spark.image or sparkApplication.image): what it sets, the rest from the
+bridge's image, which is built from the same release: repository `<image.repository>-spark`,
+tag image.tag, then the chart's appVersion (a digest is never carried over: it names the bridge
+image). Call with (dict "image" .Values.spark.image "context" $).
+*/}}
+{{- define "eos-bridge.sparkImageRef" -}}
+{{- $bridge := .context.Values.image }}
+{{- $image := dict "repository" (default (printf "%s-spark" $bridge.repository) .image.repository) "tag" (default $bridge.tag .image.tag) "digest" .image.digest }}
+{{- include "eos-bridge.imageRef" (dict "image" $image "context" .context) }}
+{{- end }}
+
+{{/*
 Default consumer group and transactional.id prefix: namespace and full name, so two releases of
 the same name in two namespaces on one Kafka cluster neither share a group nor fence each other.
 */}}
