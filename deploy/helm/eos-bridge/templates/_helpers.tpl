@@ -429,6 +429,7 @@ Fail rendering with one clear message when a required setting is missing.
 {{- fail "target.sasl.existingSecret must name a Secret with the target's SASL credentials when target.sasl.enabled is true" }}
 {{- end }}
 {{- include "eos-bridge.validateBridge" . }}
+{{- include "eos-bridge.validateForced" . }}
 {{- include "eos-bridge.validateSecurity" . }}
 {{- end }}
 
@@ -442,6 +443,35 @@ What the bridge itself would refuse at start (app/config.py), caught before anyt
 {{- end }}
 {{- if and (has $b.outputTopic $b.inputTopics) (not (include "eos-bridge.twoClusters" .)) }}
 {{- fail (printf "bridge.outputTopic %q is also in bridge.inputTopics: the bridge would read its own output" $b.outputTopic) }}
+{{- end }}
+{{- end }}
+
+{{/*
+The librdkafka keys the bridge forces (app/kafka/defaults.py FORCED_REASONS, said with the
+chart's value names): refused in bridge.kafka, bridge.consumer, bridge.producer and
+target.kafka with their reason, as the bridge would refuse them at start.
+*/}}
+{{- define "eos-bridge.validateForced" -}}
+{{- $consumer := dict
+  "group.id" "from bridge.groupId"
+  "group.instance.id" "from the pod name, with static membership"
+  "group.protocol" "from bridge.groupProtocol"
+  "enable.auto.commit" "false: positions are committed inside each transaction"
+  "enable.auto.offset.store" "false: positions are committed inside each transaction"
+  "isolation.level" "read_committed: records of aborted transactions are never read" }}
+{{- $producer := dict
+  "transactional.id" "from bridge.transactionalIdPrefix and the pod name"
+  "transaction.timeout.ms" "from bridge.transactionTimeoutMs"
+  "enable.idempotence" "true: transactions need the idempotent producer"
+  "acks" "all: transactions need the acknowledgement of every in-sync replica" }}
+{{- $both := merge (deepCopy $consumer) $producer }}
+{{- range $where := list (list "bridge.kafka" .Values.bridge.kafka $both) (list "bridge.consumer" .Values.bridge.consumer $consumer) (list "bridge.producer" .Values.bridge.producer $producer) (list "target.kafka" .Values.target.kafka $both) }}
+{{- $forced := index $where 2 }}
+{{- range $key := keys (index $where 1) | sortAlpha }}
+{{- if hasKey $forced $key }}
+{{- fail (printf "%s.%s is set by the bridge itself (%s): remove it" (index $where 0) $key (index $forced $key)) }}
+{{- end }}
+{{- end }}
 {{- end }}
 {{- end }}
 
