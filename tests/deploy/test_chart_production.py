@@ -141,7 +141,8 @@ def test_default_ids_are_unique_per_namespace_and_release(helm: str) -> None:
         out = subprocess.run(args, capture_output=True, text=True, check=True).stdout
         docs = [d for d in yaml.safe_load_all(out) if d]
         env = env_of(bridge_spec(docs)["containers"][0])
-        return env["BRIDGE_GROUP_ID"]["value"], env["BRIDGE_TRANSACTIONAL_ID_PREFIX"]["value"]
+        group = env["BRIDGE_GROUP_ID"]["value"]  # an unset prefix is the group (the bridge's rule)
+        return group, env.get("BRIDGE_TRANSACTIONAL_ID_PREFIX", {}).get("value", group)
 
     assert ids("orders", "team-a") == ("team-a.orders-eos-bridge",) * 2
     assert ids("orders", "team-b") == ("team-b.orders-eos-bridge",) * 2

@@ -98,8 +98,10 @@ image). Call with (dict "image" .Values.spark.image "context" $).
 {{- end }}
 
 {{/*
-Default consumer group and transactional.id prefix: namespace and full name, so two releases of
-the same name in two namespaces on one Kafka cluster neither share a group nor fence each other.
+Default consumer group: namespace and full name, so two releases of the same name in two
+namespaces on one Kafka cluster neither share a group nor fence each other. The
+transactional.id prefix follows the bridge's own rule (app/config.py, app/engine/stores.py):
+bridge.transactionalIdPrefix when set (then rendered), else the group.
 */}}
 {{- define "eos-bridge.defaultId" -}}
 {{- printf "%s.%s" .Release.Namespace (include "eos-bridge.fullname" .) }}
@@ -109,8 +111,18 @@ the same name in two namespaces on one Kafka cluster neither share a group nor f
 {{- default (include "eos-bridge.defaultId" .) .Values.bridge.groupId }}
 {{- end }}
 
-{{- define "eos-bridge.transactionalIdPrefix" -}}
-{{- default (include "eos-bridge.defaultId" .) .Values.bridge.transactionalIdPrefix }}
+{{/*
+The transactional ids the bridge uses, for NOTES and docs: one cluster
+<prefix or group>-<pod name>; two clusters one per input partition,
+[<prefix>-]<group>-task-<n>.
+*/}}
+{{- define "eos-bridge.transactionalIds" -}}
+{{- $prefix := .Values.bridge.transactionalIdPrefix }}
+{{- if include "eos-bridge.twoClusters" . }}
+{{- printf "%s%s-task-<n>" (ternary (printf "%s-" $prefix) "" (ne $prefix "")) (include "eos-bridge.groupId" .) }}
+{{- else }}
+{{- printf "%s-<pod name>" (default (include "eos-bridge.groupId" .) $prefix) }}
+{{- end }}
 {{- end }}
 
 {{/*
@@ -540,8 +552,10 @@ what the bridge runs with.
   value: {{ include "eos-bridge.groupId" . | quote }}
 - name: BRIDGE_GROUP_PROTOCOL
   value: {{ .Values.bridge.groupProtocol | quote }}
+{{- with .Values.bridge.transactionalIdPrefix }}
 - name: BRIDGE_TRANSACTIONAL_ID_PREFIX
-  value: {{ include "eos-bridge.transactionalIdPrefix" . | quote }}
+  value: {{ . | quote }}
+{{- end }}
 - name: BRIDGE_COMMIT_INTERVAL
   value: {{ .Values.bridge.commitInterval | quote }}
 - name: BRIDGE_COMMIT_EVERY
