@@ -230,7 +230,7 @@ def test_instance_id_comes_from_the_pod_name(manifests: Callable[..., list[Manif
     assert env["BRIDGE_INSTANCE_ID"]["valueFrom"] == {"fieldRef": {"fieldPath": "metadata.name"}}
     # The ids must not depend on anything that changes between upgrades.
     assert env["BRIDGE_GROUP_ID"]["value"] == "streaming.demo-eos-bridge"
-    assert "BRIDGE_TRANSACTIONAL_ID_PREFIX" not in env  # the bridge's rule: the group
+    assert env["BRIDGE_TRANSACTIONAL_ID_PREFIX"]["value"] == ""  # the bridge's rule: the group
 
 
 @pytest.mark.parametrize("values", [DEFAULT, TWO_CLUSTERS], ids=ci_id)
@@ -247,7 +247,7 @@ def test_transactional_ids_follow_the_bridges_rule(
         monkeypatch.delenv(var)
     env = env_of(bridge_container(manifests(values, sets=sets)))
     group = env["BRIDGE_GROUP_ID"]["value"]
-    rendered = env.get("BRIDGE_TRANSACTIONAL_ID_PREFIX", {}).get("value")
+    rendered = env["BRIDGE_TRANSACTIONAL_ID_PREFIX"]["value"]
     user = dict(pair.split("=", 1) for pair in sets).get("bridge.transactionalIdPrefix")
     base = {"input_topics": ["in"], "output_topic": "out", "instance_id": "demo-eos-bridge-0"}
     chart = load_settings(**base, group_id=group, transactional_id_prefix=rendered)

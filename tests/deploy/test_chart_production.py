@@ -142,7 +142,7 @@ def test_default_ids_are_unique_per_namespace_and_release(helm: str) -> None:
         docs = [d for d in yaml.safe_load_all(out) if d]
         env = env_of(bridge_spec(docs)["containers"][0])
         group = env["BRIDGE_GROUP_ID"]["value"]  # an unset prefix is the group (the bridge's rule)
-        return group, env.get("BRIDGE_TRANSACTIONAL_ID_PREFIX", {}).get("value", group)
+        return group, env["BRIDGE_TRANSACTIONAL_ID_PREFIX"]["value"] or group
 
     assert ids("orders", "team-a") == ("team-a.orders-eos-bridge",) * 2
     assert ids("orders", "team-b") == ("team-b.orders-eos-bridge",) * 2

@@ -101,7 +101,7 @@ image). Call with (dict "image" .Values.spark.image "context" $).
 Default consumer group: namespace and full name, so two releases of the same name in two
 namespaces on one Kafka cluster neither share a group nor fence each other. The
 transactional.id prefix follows the bridge's own rule (app/config.py, app/engine/stores.py):
-bridge.transactionalIdPrefix when set (then rendered), else the group.
+bridge.transactionalIdPrefix when set, else the group.
 */}}
 {{- define "eos-bridge.defaultId" -}}
 {{- printf "%s.%s" .Release.Namespace (include "eos-bridge.fullname" .) }}
@@ -109,6 +109,14 @@ bridge.transactionalIdPrefix when set (then rendered), else the group.
 
 {{- define "eos-bridge.groupId" -}}
 {{- default (include "eos-bridge.defaultId" .) .Values.bridge.groupId }}
+{{- end }}
+
+{{/*
+BRIDGE_TRANSACTIONAL_ID_PREFIX: bridge.transactionalIdPrefix as set; empty, the bridge takes
+the group (its own rule).
+*/}}
+{{- define "eos-bridge.transactionalIdPrefix" -}}
+{{- .Values.bridge.transactionalIdPrefix }}
 {{- end }}
 
 {{/*
@@ -552,10 +560,8 @@ what the bridge runs with.
   value: {{ include "eos-bridge.groupId" . | quote }}
 - name: BRIDGE_GROUP_PROTOCOL
   value: {{ .Values.bridge.groupProtocol | quote }}
-{{- with .Values.bridge.transactionalIdPrefix }}
 - name: BRIDGE_TRANSACTIONAL_ID_PREFIX
-  value: {{ . | quote }}
-{{- end }}
+  value: {{ include "eos-bridge.transactionalIdPrefix" . | quote }}
 - name: BRIDGE_COMMIT_INTERVAL
   value: {{ .Values.bridge.commitInterval | quote }}
 - name: BRIDGE_COMMIT_EVERY
