@@ -127,7 +127,7 @@ The transactional ids the bridge uses, for NOTES and docs: one cluster
 {{- define "eos-bridge.transactionalIds" -}}
 {{- $prefix := .Values.bridge.transactionalIdPrefix }}
 {{- if include "eos-bridge.twoClusters" . }}
-{{- printf "%s%s-task-<n>" (ternary (printf "%s-" $prefix) "" (ne $prefix "")) (include "eos-bridge.groupId" .) }}
+{{- if $prefix }}{{ $prefix }}-{{ end }}{{ include "eos-bridge.groupId" . }}-task-<n>
 {{- else }}
 {{- printf "%s-<pod name>" (default (include "eos-bridge.groupId" .) $prefix) }}
 {{- end }}
