@@ -6,7 +6,6 @@ Validation turns every problem into one line naming the setting and its env var.
 
 from __future__ import annotations
 
-import difflib
 import json
 import os
 import socket
@@ -40,7 +39,7 @@ from app.kafka.defaults import FORCED_CONSUMER_KEYS, FORCED_PRODUCER_KEYS, maske
 from app.kafka.naming import KeepPartition, check_template, is_template, output_topics
 from app.serde import FORMAT_SETTINGS, check_formats
 from app.serde.registry_settings import RegistrySettings, SchemaSettings
-from app.settings_checks import check_settings, yaml_problem
+from app.settings_checks import check_settings, env_of, not_a_setting, yaml_problem
 
 ENV_PREFIX = "BRIDGE_"
 KafkaValue = str | int | float | bool
@@ -386,9 +385,8 @@ def format_validation_error(exc: ValidationError) -> str:
         if not loc:
             lines.append(f"  - {msg}")
             continue
-        env = ENV_PREFIX + loc.split(".")[0].upper()
-        if err["type"] == "extra_forbidden" and len(err["loc"]) == 1:
-            close = difflib.get_close_matches(loc, list(BridgeSettings.model_fields), 1)
-            msg = f"not a setting{f'; did you mean {close[0]!r}?' if close else ''}"
+        env = env_of(BridgeSettings, [str(part) for part in err["loc"]])
+        if err["type"] == "extra_forbidden":
+            msg = not_a_setting(BridgeSettings, [str(part) for part in err["loc"]]) or msg
         lines.append(f"  - {loc} ({env}): {msg}")
     return "\n".join(lines)

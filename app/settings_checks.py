@@ -8,8 +8,11 @@ take the ``consumer``/``producer``/``kafka`` values?) before anything connects.
 
 from __future__ import annotations
 
+import difflib
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
+
+from pydantic import BaseModel
 
 from app.kafka.defaults import (
     CLASSIC_ONLY_CONSUMER_KEYS,
@@ -84,6 +87,73 @@ def check_group_protocol(s: _Settings) -> None:
                     f"setting: under group_protocol=consumer the broker's {broker_key} "
                     f"replaces it; remove it or set BRIDGE_GROUP_PROTOCOL=classic"
                 )
+
+
+ENV = "BRIDGE_"  # app.config.ENV_PREFIX
+
+
+def block_fields(model: type[BaseModel], block: str) -> list[str]:
+    """The fields of the setting ``block`` of ``model`` when it is a block of fields
+    (``schema_registry``: ``url``, ...), else none."""
+    info = model.model_fields.get(block)
+    kinds = (info.annotation, *get_args(info.annotation)) if info else ()
+    return [
+        name
+        for kind in kinds
+        if isinstance(kind, type) and issubclass(kind, BaseModel)
+        for name in kind.model_fields
+    ]
+
+
+def env_of(model: type[BaseModel], loc: list[str]) -> str:
+    """The variable of a setting (``BRIDGE_OUTPUT_TOPIC``) or of a block's field
+    (``BRIDGE_SCHEMA_REGISTRY__URL``)."""
+    if len(loc) == 2 and block_fields(model, loc[0]):
+        return f"{ENV}{loc[0].upper()}__{loc[1].upper()}"
+    return ENV + loc[0].upper()
+
+
+def not_a_setting(model: type[BaseModel], loc: list[str]) -> str | None:
+    """What to say of a name that is no setting (``loc`` one part) or no field of its block
+    (two parts), with the closest one; None for deeper names."""
+    if len(loc) == 1:
+        close = difflib.get_close_matches(loc[0], list(model.model_fields), 1)
+        return f"not a setting{f'; did you mean {close[0]!r}?' if close else ''}"
+    if len(loc) == 2:
+        close = difflib.get_close_matches(loc[1], block_fields(model, loc[0]), 1)
+        meant = f"; did you mean {close[0]!r} ({env_of(model, [loc[0], close[0]])})?"
+        return f"not a field of {loc[0]}{meant if close else ''}"
+    return None
+
+
+_REGISTRY_FORMATS = ("avro", "protobuf", "json_schema")  # app.serde.REGISTRY_FORMATS
+_SCHEMA_OF = {  # the schema block of each format setting
+    "input_schema": "input_format",
+    "input_key_schema": "input_key_format",
+    "output_schema": "output_format",
+    "output_key_schema": "output_key_format",
+}
+
+
+def ineffective_settings(s: _Settings) -> list[str]:
+    """One line per setting the user set that does nothing with the others (``run`` and
+    ``check-config`` say them as warnings; the bridge runs as if it were not set)."""
+    given = s.model_fields_set
+    lines = []
+    if "schema_ids" in given and not (s.output_format == "bytes" and s.target_registry):
+        why = [] if s.output_format == "bytes" else [f"output_format is {s.output_format}"]
+        why += [] if s.target_registry else ["no target_registry is set"]
+        lines.append(
+            f"schema_ids={s.schema_ids} (BRIDGE_SCHEMA_IDS) has no effect: it applies to "
+            f"output_format=bytes with a target_registry, and {' and '.join(why)}"
+        )
+    for block, fmt in _SCHEMA_OF.items():
+        if block in given and getattr(s, fmt) not in _REGISTRY_FORMATS:
+            lines.append(
+                f"{block} (BRIDGE_{block.upper()}) has no effect: {fmt} is {getattr(s, fmt)}, "
+                f"not a registry format ({', '.join(_REGISTRY_FORMATS)})"
+            )
+    return lines
 
 
 def check_state_dir(path: Path) -> None:

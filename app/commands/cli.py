@@ -34,6 +34,7 @@ from app.config import BridgeSettings, load_settings
 from app.errors import ConfigError
 from app.kafka.errors import describe
 from app.ops import logs
+from app.settings_checks import ineffective_settings
 
 EXIT_USAGE = 2
 # ``check-config`` names the rebalance protocol the group runs (``group_protocol``).
@@ -50,12 +51,23 @@ def _settings(args: argparse.Namespace) -> BridgeSettings:
     return load_settings(args.config, **overrides)
 
 
+def _warnings(settings: BridgeSettings) -> list[str]:
+    """What ``run`` and ``check-config`` both warn about: variables that name no setting, and
+    settings that have no effect with the others."""
+    return [*unknown_env_warnings(os.environ), *ineffective_settings(settings)]
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     from app import runner
 
-    settings = _settings(args)
+    try:
+        settings = _settings(args)
+    except ConfigError:  # a misspelled variable is often why: said as check-config says it
+        for warning in unknown_env_warnings(os.environ):
+            print(f"eos-bridge: warning: {warning}", file=sys.stderr)
+        raise
     logs.setup(settings.log_level, settings.log_format)
-    for warning in unknown_env_warnings(os.environ):
+    for warning in _warnings(settings):
         logging.getLogger("app.config").warning("%s", warning)
     return runner.run(settings)
 
@@ -82,6 +94,8 @@ def cmd_check_config(args: argparse.Namespace) -> int:
     summary = pipeline.describe()
     if plan is not None:
         summary += f"; regrouped by step {plan.step!r} through repartition topic {plan.topic}"
+    for warning in ineffective_settings(settings):  # the unknown variables: said by main
+        print(f"eos-bridge: warning: {warning}", file=sys.stderr)
     protocol = GROUP_PROTOCOLS[settings.group_protocol]
     print(f"eos-bridge: group protocol: {protocol}", file=sys.stderr)
     print(f"eos-bridge: configuration ok: {summary}{topics}", file=sys.stderr)

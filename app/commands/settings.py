@@ -11,6 +11,7 @@ from pydantic import BaseModel
 from pydantic_settings import BaseSettings
 
 from app.config import ENV_PREFIX, BridgeSettings
+from app.settings_checks import block_fields
 
 
 def env_name(field: str) -> str:
@@ -65,13 +66,46 @@ def _default(value: object) -> str:
     return str(value)
 
 
+def _blocks() -> dict[str, list[str]]:
+    """The settings that are blocks of fields (``schema_registry``: ``url``, ...), longest
+    name first, with their fields."""
+    blocks = {name: block_fields(BridgeSettings, name) for name in BridgeSettings.model_fields}
+    return dict(sorted(((n, f) for n, f in blocks.items() if f), key=lambda item: -len(item[0])))
+
+
+_MAPS = ("kafka", "consumer", "producer")  # librdkafka maps: BRIDGE_KAFKA__<key>
+
+
+def _closest(name: str) -> str | None:
+    """The variable ``name`` (lower case, no prefix) most likely meant: a block's field
+    written with one ``_`` where the block takes ``__`` (``schema_registry_url`` →
+    ``BRIDGE_SCHEMA_REGISTRY__URL``, ``input_schema_file`` → ``..._SCHEMA__SCHEMA_FILE``), a
+    librdkafka key of a map (``kafka_security_protocol`` → ``BRIDGE_KAFKA__security.protocol``),
+    else the closest setting."""
+    for block, fields in _blocks().items():
+        if name.startswith(block + "_") and not name.startswith(block + "__"):
+            rest = name[len(block) :].strip("_")
+            close = difflib.get_close_matches(rest, fields, 1) or [
+                f for f in fields if f.endswith("_" + rest)
+            ]
+            if close:
+                return f"{env_name(block)}__{close[0].upper()}"
+    for block in _MAPS:
+        if name.startswith(block + "_") and not name.startswith(block + "__"):
+            return f"{env_name(block)}__{name[len(block) :].strip('_').replace('_', '.')}"
+    offered = [*BridgeSettings.model_fields, "config_file"]
+    # Compared without the shared prefix, which would make every name look alike.
+    close = difflib.get_close_matches(name, offered, 1)
+    return env_name(close[0]) if close else None
+
+
 def unknown_env_warnings(environ: Mapping[str, str]) -> list[str]:
-    """One warning per ``BRIDGE_*`` variable that names no setting, with the closest one.
+    """One warning per ``BRIDGE_*`` variable that names no setting, with the closest one
+    (a block's field when the name starts with the block: see :func:`_closest`).
 
     Nested maps are allowed (``BRIDGE_KAFKA__SECURITY.PROTOCOL``): only the part before the
-    ``__`` must be a setting.
+    ``__`` must be a setting (a block's unknown field is the settings' own error).
     """
-    offered = [*BridgeSettings.model_fields, "config_file"]
     known = {env_name(n) for n in BridgeSettings.model_fields} | {env_name("config_file")}
     warnings = []
     for var in sorted(environ):
@@ -80,8 +114,7 @@ def unknown_env_warnings(environ: Mapping[str, str]) -> list[str]:
         head = var.split("__", 1)[0] if "__" in var[len(ENV_PREFIX) :] else var
         if head in known:
             continue
-        # Compared without the shared prefix, which would make every name look alike.
-        close = difflib.get_close_matches(head.removeprefix(ENV_PREFIX).lower(), offered, 1)
-        hint = f"; did you mean {env_name(close[0])}?" if close else ""
+        close = _closest(head.removeprefix(ENV_PREFIX).lower())
+        hint = f"; did you mean {close}?" if close else ""
         warnings.append(f"{var} is not a setting of eos-bridge and is ignored{hint}")
     return warnings

@@ -12,7 +12,7 @@ from confluent_kafka import OFFSET_BEGINNING, OFFSET_END
 from app.config import BridgeSettings
 from app.engine.faults import NO_FAULTS, Faults
 from app.engine.preflight import offsets_topic
-from app.engine.tasks import TaskAssignment, TaskProducers, task_transactional_id
+from app.engine.tasks import TaskAssignment, TaskProducers, task_id_prefix, task_transactional_id
 from app.engine.transactions import renews_epochs
 from app.engine.watchdog import Watchdog
 from app.kafka.clients import KAFKA, Clients
@@ -63,9 +63,7 @@ def cross_cluster_tasks(
     (:mod:`app.engine.preflight`)."""
     topic = offsets_topic(settings)
     group = settings.group_id
-    prefix = (
-        f"{settings.transactional_id_prefix}-{group}" if settings.transactional_id_prefix else group
-    )
+    prefix = task_id_prefix(settings.transactional_id_prefix, group)
     producers = TaskProducers(
         lambda txn_id: clients.producer({**pconf, "transactional.id": txn_id}),
         faults.task_id or (lambda n: task_transactional_id(prefix, n)),

@@ -33,6 +33,11 @@ log = logging.getLogger(__name__)
 _GRACE_S = 15.0  # the watchdog's margin over ``timeout`` when no ``stuck_after`` is given
 
 
+def task_id_prefix(transactional_id_prefix: str | None, group_id: str) -> str:
+    """What the task ids of two clusters start with: the group, after the prefix when set."""
+    return f"{transactional_id_prefix}-{group_id}" if transactional_id_prefix else group_id
+
+
 def task_transactional_id(prefix: str, task: int) -> str:
     """The transactional id of task ``task`` (``prefix`` names the group)."""
     return f"{prefix}-task-{task}"

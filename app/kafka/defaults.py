@@ -30,6 +30,21 @@ FORCED_PRODUCER_KEYS = frozenset(
     {"transactional.id", "enable.idempotence", "acks", "transaction.timeout.ms"}
 )
 
+# Why each forced key is forced: what it is set to, or the setting it comes from (the error of a
+# user value names it; the chart's refusal in deploy/helm says the same with its value names).
+FORCED_REASONS = {
+    "group.id": "from group_id",
+    "group.instance.id": "from instance_id, with static_membership",
+    "group.protocol": "from group_protocol",
+    "enable.auto.commit": "false: positions are committed inside each transaction",
+    "enable.auto.offset.store": "false: positions are committed inside each transaction",
+    "isolation.level": "read_committed: records of aborted transactions are never read",
+    "transactional.id": "from transactional_id_prefix and instance_id",
+    "transaction.timeout.ms": "from transaction_timeout_ms",
+    "enable.idempotence": "true: transactions need the idempotent producer",
+    "acks": "all: transactions need the acknowledgement of every in-sync replica",
+}
+
 CONSUMER_DEFAULTS: dict[str, Any] = {
     "auto.offset.reset": "earliest",
     "enable.partition.eof": False,
@@ -146,7 +161,8 @@ def refuse_forced(value: dict[str, Any], forced: frozenset[str], section: str) -
     """Refuse a user value for a key the bridge forces (``section`` names the setting)."""
     clash = sorted(set(value) & forced)
     if clash:
+        key = clash[0]
         raise ValueError(
-            f"{section}.{clash[0]} is set by the bridge itself and cannot be overridden "
+            f"{section}.{key} is set by the bridge itself ({FORCED_REASONS[key]}): remove it "
             f"(forced keys: {', '.join(sorted(forced))})"
         )

@@ -19,6 +19,9 @@ from typing import Any
 import pytest
 import yaml
 
+from app.config import load_settings
+from app.engine.tasks import task_id_prefix
+
 from .helpers import CHART, NAMESPACE, REPO, HelmError, Manifest, one, run_helm
 
 pytestmark = pytest.mark.chart
@@ -225,9 +228,37 @@ def test_persistence_off_uses_an_empty_dir(manifests: Callable[..., list[Manifes
 def test_instance_id_comes_from_the_pod_name(manifests: Callable[..., list[Manifest]]) -> None:
     env = env_of(bridge_container(manifests(DEFAULT)))
     assert env["BRIDGE_INSTANCE_ID"]["valueFrom"] == {"fieldRef": {"fieldPath": "metadata.name"}}
-    # The prefix must not depend on anything that changes between upgrades.
-    assert env["BRIDGE_TRANSACTIONAL_ID_PREFIX"]["value"] == "streaming.demo-eos-bridge"
+    # The ids must not depend on anything that changes between upgrades.
     assert env["BRIDGE_GROUP_ID"]["value"] == "streaming.demo-eos-bridge"
+    assert env["BRIDGE_TRANSACTIONAL_ID_PREFIX"]["value"] == ""  # the bridge's rule: the group
+
+
+@pytest.mark.parametrize("values", [DEFAULT, TWO_CLUSTERS], ids=ci_id)
+@pytest.mark.parametrize(
+    "sets", [[], ["bridge.groupId=orders-g"], ["bridge.transactionalIdPrefix=t"]], ids=str
+)
+def test_transactional_ids_follow_the_bridges_rule(
+    helm: str, manifests: Callable[..., list[Manifest]], tmp_path: Path, values: Path,
+    sets: list[str], monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    """The rendered environment gives the transactional ids the bridge gives the values as the
+    user set them (an unset prefix: the group, whatever it is), and NOTES names them."""
+    for var in [v for v in os.environ if v.startswith("BRIDGE_")]:
+        monkeypatch.delenv(var)
+    env = env_of(bridge_container(manifests(values, sets=sets)))
+    group = env["BRIDGE_GROUP_ID"]["value"]
+    rendered = env["BRIDGE_TRANSACTIONAL_ID_PREFIX"]["value"]
+    user = dict(pair.split("=", 1) for pair in sets).get("bridge.transactionalIdPrefix")
+    base = {"input_topics": ["in"], "output_topic": "out", "instance_id": "demo-eos-bridge-0"}
+    chart = load_settings(**base, group_id=group, transactional_id_prefix=rendered)
+    bridge = load_settings(**base, group_id=group, transactional_id_prefix=user)
+    notes = render_notes(helm, tmp_path, values, sets)
+    if values == TWO_CLUSTERS:  # one producer per input partition (task)
+        assert task_id_prefix(rendered, group) == task_id_prefix(user, group)
+        assert f"transactional.id {task_id_prefix(user, group)}-task-<n>," in notes
+    else:
+        assert chart.transactional_id == bridge.transactional_id
+        assert f"transactional.id {bridge.transactional_id_prefix or group}-<pod name>," in notes
 
 
 def test_bridge_settings_reach_the_environment(manifests: Callable[..., list[Manifest]]) -> None:
@@ -509,6 +540,43 @@ def test_spark_job_is_optional_and_runs_available_now(
     assert claim["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep"
 
 
+@pytest.mark.parametrize(
+    ("sets", "image"),
+    [
+        ([], "eos-bridge-spark:0.1.0"),
+        (["image.repository=ghcr.io/acme/eos-bridge"], "ghcr.io/acme/eos-bridge-spark:0.1.0"),
+        (
+            ["image.repository=ghcr.io/acme/eos-bridge", "image.tag=0.2.0"],
+            "ghcr.io/acme/eos-bridge-spark:0.2.0",
+        ),
+        (  # the bridge image's digest names the bridge image only
+            ["image.repository=r.example/eos-bridge", f"image.digest=sha256:{'a' * 64}"],
+            "r.example/eos-bridge-spark:0.1.0",
+        ),
+        (
+            [
+                "image.repository=ghcr.io/acme/eos-bridge",
+                "spark.image.repository=mirror.example/spark",
+                "spark.image.tag=s1",
+                "sparkApplication.image.repository=mirror.example/spark",
+                "sparkApplication.image.tag=s1",
+            ],
+            "mirror.example/spark:s1",
+        ),
+    ],
+)
+def test_spark_image_follows_the_bridge_image_unless_set(
+    manifests: Callable[..., list[Manifest]], sets: list[str], image: str
+) -> None:
+    """An unset Spark image sits next to the bridge's (same registry, `-spark`, same tag), for
+    the CronJob and the SparkApplication alike."""
+    app = [*sets, "sparkApplication.enabled=true", "sparkApplication.storage.claimName=rwx"]
+    cron = one(manifests(SPARK, sets=sets), "CronJob")
+    container = cron["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0]
+    assert container["image"] == image
+    assert one(manifests(DEFAULT, sets=app), "SparkApplication")["spec"]["image"] == image
+
+
 def test_image_and_chart_agree() -> None:
     """The chart's uid, port and command match what the Dockerfile builds."""
     dockerfile = (REPO / "Dockerfile").read_text()
@@ -520,22 +588,24 @@ def test_image_and_chart_agree() -> None:
     assert f"BRIDGE_STATE_DIR={STATE_DIR}" in dockerfile
 
 
-def test_notes_render(helm: str, tmp_path: Path) -> None:
-    """NOTES.txt renders (helm template skips it, and install --dry-run wants a cluster)."""
+def render_notes(helm: str, tmp_path: Path, values: Path, sets: list[str]) -> str:
+    """NOTES.txt rendered, whitespace collapsed (helm template skips it, and install --dry-run
+    wants a cluster)."""
     chart = tmp_path / "eos-bridge"
     shutil.copytree(CHART, chart)
     (chart / "templates" / "NOTES.txt").rename(chart / "notes.txt")
     (chart / "templates" / "notes.yaml").write_text(
         'notes: {{ tpl (.Files.Get "notes.txt") . | toJson }}\n'
     )
-    out = run_helm(
-        helm,
-        [
-            "template", "demo", str(chart), "--namespace", NAMESPACE, "--values", str(SPARK),
-            "--show-only", "templates/notes.yaml",
-        ],
-    )  # fmt: skip
-    notes = " ".join(yaml.safe_load(out)["notes"].split())
+    args = ["template", "demo", str(chart), "--namespace", NAMESPACE, "--values", str(values)]
+    for pair in sets:
+        args += ["--set", pair]
+    out = run_helm(helm, [*args, "--show-only", "templates/notes.yaml"])
+    return " ".join(yaml.safe_load(out)["notes"].split())
+
+
+def test_notes_render(helm: str, tmp_path: Path) -> None:
+    notes = render_notes(helm, tmp_path, SPARK, [])
     assert "clicks -> clicks-clean" in notes
     assert "statefulset/demo-eos-bridge" in notes
     assert "cronjob/demo-eos-bridge-spark" in notes

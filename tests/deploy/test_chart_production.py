@@ -3,7 +3,6 @@ network policies, TLS/SASL from Secrets, the `helm test` pod and bounded Spark s
 
 from __future__ import annotations
 
-import json
 import os
 import socket
 import subprocess
@@ -17,7 +16,7 @@ import yaml
 
 from app.config import load_settings
 from app.errors import ConfigError
-from app.kafka.defaults import FORCED_CONSUMER_KEYS, FORCED_PRODUCER_KEYS
+from app.kafka.defaults import FORCED_CONSUMER_KEYS, FORCED_PRODUCER_KEYS, FORCED_REASONS
 
 from .helpers import CHART, REPO, HelmError, Manifest, one
 
@@ -27,7 +26,6 @@ DEFAULT = CHART / "ci" / "default-values.yaml"
 MTLS = CHART / "ci" / "mtls-values.yaml"
 SASL = CHART / "ci" / "sasl-values.yaml"
 SPARK = CHART / "ci" / "spark-values.yaml"
-SCHEMA = json.loads((CHART / "values.schema.json").read_text())
 
 
 def pod_spec(resource: Manifest) -> dict[str, Any]:
@@ -52,10 +50,6 @@ def bridge_spec(resources: list[Manifest]) -> dict[str, Any]:
 @pytest.mark.parametrize(
     ("bad", "named"),
     [
-        ("bridge.kafka.group\\.id=mine", "group.id"),
-        ("bridge.consumer.isolation\\.level=read_uncommitted", "isolation.level"),
-        ("bridge.producer.transactional\\.id=x", "transactional.id"),
-        ("bridge.kafka.enable\\.idempotence=false", "enable.idempotence"),
         ("podDisruptionBudget.maxUnavailable=0", "maxUnavailable"),
         ("podDisruptionBudget.maxUnavailable=0%", "maxUnavailable"),
         ("bridge.transactionTimeoutMs=999999999", "transactionTimeoutMs"),
@@ -69,16 +63,30 @@ def test_schema_refuses(template: Callable[..., str], bad: str, named: str) -> N
     assert named in str(failure.value)
 
 
-def test_schema_forced_keys_are_the_bridges() -> None:
-    """The schema's refused keys are exactly the ones app/kafka/defaults.py forces."""
-    bridge = SCHEMA["properties"]["bridge"]["properties"]
+def test_forced_keys_are_refused_with_the_bridges_reason(template: Callable[..., str]) -> None:
+    """Every key app/kafka/defaults.py forces is refused in each librdkafka map the bridge
+    refuses it in, naming the map, the key and why (the bridge's reason, or the chart value it
+    comes from); a key the bridge leaves to the user renders."""
+    sections = {
+        "bridge.kafka": FORCED_CONSUMER_KEYS | FORCED_PRODUCER_KEYS,
+        "bridge.consumer": FORCED_CONSUMER_KEYS,
+        "bridge.producer": FORCED_PRODUCER_KEYS,
+        "target.kafka": FORCED_CONSUMER_KEYS | FORCED_PRODUCER_KEYS,
+    }
 
-    def refused(section: str) -> set[str]:
-        return set(bridge[section]["propertyNames"]["not"]["enum"])
+    def setting(section: str, key: str) -> str:
+        return section + "." + key.replace(".", "\\.") + "=x"  # --set: the key's dots escaped
 
-    assert refused("consumer") == FORCED_CONSUMER_KEYS
-    assert refused("producer") == FORCED_PRODUCER_KEYS
-    assert refused("kafka") == FORCED_CONSUMER_KEYS | FORCED_PRODUCER_KEYS
+    for section, forced in sections.items():
+        for key in sorted(forced):
+            with pytest.raises(HelmError) as failure:
+                template(DEFAULT, sets=[setting(section, key)])
+            reason = FORCED_REASONS[key]
+            said = reason if not reason.startswith("from ") else "from "
+            assert f"{section}.{key} is set by the bridge itself ({said}" in str(failure.value)
+            assert "): remove it" in str(failure.value)
+        allowed = sorted((FORCED_CONSUMER_KEYS | FORCED_PRODUCER_KEYS) - forced) or ["linger.ms"]
+        template(DEFAULT, sets=[setting(section, allowed[0])])
 
 
 @pytest.mark.parametrize(
@@ -133,7 +141,8 @@ def test_default_ids_are_unique_per_namespace_and_release(helm: str) -> None:
         out = subprocess.run(args, capture_output=True, text=True, check=True).stdout
         docs = [d for d in yaml.safe_load_all(out) if d]
         env = env_of(bridge_spec(docs)["containers"][0])
-        return env["BRIDGE_GROUP_ID"]["value"], env["BRIDGE_TRANSACTIONAL_ID_PREFIX"]["value"]
+        group = env["BRIDGE_GROUP_ID"]["value"]  # an unset prefix is the group (the bridge's rule)
+        return group, env["BRIDGE_TRANSACTIONAL_ID_PREFIX"]["value"] or group
 
     assert ids("orders", "team-a") == ("team-a.orders-eos-bridge",) * 2
     assert ids("orders", "team-b") == ("team-b.orders-eos-bridge",) * 2

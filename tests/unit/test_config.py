@@ -9,6 +9,7 @@ import pytest
 
 from app.config import load_settings
 from app.errors import ConfigError
+from app.kafka.defaults import FORCED_CONSUMER_KEYS, FORCED_PRODUCER_KEYS, FORCED_REASONS
 
 BASE = {"input_topics": ["in"], "output_topic": "out"}
 
@@ -43,7 +44,21 @@ def test_missing_required_setting_names_env_var() -> None:
 def test_forced_librdkafka_key_is_refused() -> None:
     with pytest.raises(ConfigError) as info:
         load_settings(**BASE, consumer={"isolation.level": "read_uncommitted"})
-    assert "consumer.isolation.level is set by the bridge itself" in str(info.value)
+    assert "consumer.isolation.level is set by the bridge itself (read_committed: " in str(
+        info.value
+    )
+
+
+def test_every_forced_key_has_its_reason() -> None:
+    """The refusal of a forced key says why it is forced, for every key the bridge forces."""
+    assert set(FORCED_REASONS) == FORCED_CONSUMER_KEYS | FORCED_PRODUCER_KEYS
+    for section, forced in (("consumer", FORCED_CONSUMER_KEYS), ("producer", FORCED_PRODUCER_KEYS)):
+        for key in forced:
+            with pytest.raises(ConfigError) as info:
+                load_settings(**BASE, **{section: {key: "x"}})
+            assert f"{section}.{key} is set by the bridge itself ({FORCED_REASONS[key]})" in str(
+                info.value
+            )
 
 
 def test_env_topics_json_or_comma_separated(monkeypatch: pytest.MonkeyPatch) -> None:

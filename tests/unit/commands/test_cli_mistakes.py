@@ -11,6 +11,7 @@ import json
 import socket
 from collections.abc import Iterator
 from pathlib import Path
+from unittest import mock
 
 import pytest
 
@@ -224,3 +225,88 @@ def test_bash_completion_completes_commands_and_options() -> None:
     )
     done = subprocess.run(["bash", "-c", probe], capture_output=True, text=True, check=True)
     assert done.stdout.splitlines() == ["check-config", "--pipeline"]
+
+
+@pytest.mark.parametrize(
+    ("var", "meant"),
+    [
+        ("BRIDGE_SCHEMA_REGISTRY_URL", "BRIDGE_SCHEMA_REGISTRY__URL"),
+        ("BRIDGE_INPUT_SCHEMA_SCHEMA_FILE", "BRIDGE_INPUT_SCHEMA__SCHEMA_FILE"),
+        ("BRIDGE_OUTPUT_SCHEMA_FILE", "BRIDGE_OUTPUT_SCHEMA__SCHEMA_FILE"),
+        ("BRIDGE_TARGET_REGISTRY_URL", "BRIDGE_TARGET_REGISTRY__URL"),
+        ("BRIDGE_TARGET_BOOTSTRAP_SERVERS", "BRIDGE_TARGET__BOOTSTRAP_SERVERS"),
+        ("BRIDGE_KAFKA_SECURITY_PROTOCOL", "BRIDGE_KAFKA__security.protocol"),
+        ("BRIDGE_OUTPUT_TOPICS", "BRIDGE_OUTPUT_TOPIC"),
+    ],
+)
+def test_did_you_mean_names_the_field_of_a_block(var: str, meant: str) -> None:
+    """A block's field written with one `_` is pointed at its `__` variable, not the block."""
+    result = eos_bridge_here("check-config", env={**BASE, var: "x"})
+    assert f"{var} is not a setting of eos-bridge and is ignored; did you mean {meant}?" in (
+        result.stderr
+    )
+
+
+def test_run_warns_of_misspelled_variables_as_check_config_does() -> None:
+    """A misspelled variable is often why the configuration is invalid: run says so too."""
+    env = {"BRIDGE_INPUT_TOPICS": "in", "BRIDGE_OUTPUT_TOPICS": "out"}
+    check = eos_bridge_here("check-config", env=env)
+    run = eos_bridge_here("run", env=env)
+    assert check.code == run.code == 2
+    warning = (
+        "eos-bridge: warning: BRIDGE_OUTPUT_TOPICS is not a setting of eos-bridge and is "
+        "ignored; did you mean BRIDGE_OUTPUT_TOPIC?"
+    )
+    assert run.stderr.splitlines()[0] == check.stderr.splitlines()[0] == warning
+    assert "output_topic (BRIDGE_OUTPUT_TOPIC): Field required" in run.stderr
+
+
+@pytest.mark.parametrize(
+    ("env", "warning"),
+    [
+        (
+            {"BRIDGE_SCHEMA_IDS": "passthrough"},
+            "schema_ids=passthrough (BRIDGE_SCHEMA_IDS) has no effect: it applies to "
+            "output_format=bytes with a target_registry, and output_format is json and no "
+            "target_registry is set",
+        ),
+        (
+            {"BRIDGE_OUTPUT_SCHEMA__SCHEMA_FILE": "out.avsc"},
+            "output_schema (BRIDGE_OUTPUT_SCHEMA) has no effect: output_format is json, not a "
+            "registry format (avro, protobuf, json_schema)",
+        ),
+    ],
+)
+def test_a_setting_without_effect_is_one_warning_of_check_config_and_run(
+    env: dict[str, str], warning: str
+) -> None:
+    check = eos_bridge_here("check-config", env={**BASE, **env})
+    assert check.code == 0
+    assert [line for line in check.stderr.splitlines() if "warning" in line] == [
+        f"eos-bridge: warning: {warning}"
+    ]
+    with mock.patch("app.runner.run", return_value=0):
+        run = eos_bridge_here("run", env={**BASE, **env, "BRIDGE_LOG_FORMAT": "text"})
+    assert run.code == 0
+    warned = [line for line in run.stderr.splitlines() if "WARNING" in line]
+    assert len(warned) == 1 and warned[0].endswith(f"WARNING app.config: {warning}"), run.stderr
+
+
+def test_a_setting_with_its_effect_is_no_warning() -> None:
+    env = {**BASE, "BRIDGE_SCHEMA_IDS": "passthrough", "BRIDGE_OUTPUT_FORMAT": "bytes",
+           "BRIDGE_SCHEMA_REGISTRY__URL": "http://source-registry:8081",
+           "BRIDGE_TARGET_REGISTRY__URL": "http://target-registry:8081"}  # fmt: skip
+    result = eos_bridge_here("check-config", env=env)
+    assert result.code == 0, result.stderr
+    assert "warning" not in result.stderr
+
+
+def test_a_misspelled_field_of_a_block_is_named_with_its_variable_and_the_closest_field() -> None:
+    result = eos_bridge_here("check-config", env={**BASE, "BRIDGE_INPUT_SCHEMA__SCHEMA_FILEE": "x"})
+    assert result.code == 2
+    assert (
+        "input_schema.schema_filee (BRIDGE_INPUT_SCHEMA__SCHEMA_FILEE): not a field of "
+        "input_schema; did you mean 'schema_file' (BRIDGE_INPUT_SCHEMA__SCHEMA_FILE)?"
+    ) in result.stderr
+    result = eos_bridge_here("check-config", env={**BASE, "BRIDGE_SCHEMA_REGISTRY__URLL": "x"})
+    assert "schema_registry.url (BRIDGE_SCHEMA_REGISTRY__URL): Field required" in result.stderr

@@ -86,8 +86,22 @@ the chart's appVersion). Call with (dict "image" .Values.image "context" $).
 {{- end }}
 
 {{/*
-Default consumer group and transactional.id prefix: namespace and full name, so two releases of
-the same name in two namespaces on one Kafka cluster neither share a group nor fence each other.
+The Spark image (spark.image or sparkApplication.image): what it sets, the rest from the
+bridge's image, which is built from the same release: repository `<image.repository>-spark`,
+tag image.tag, then the chart's appVersion (a digest is never carried over: it names the bridge
+image). Call with (dict "image" .Values.spark.image "context" $).
+*/}}
+{{- define "eos-bridge.sparkImageRef" -}}
+{{- $bridge := .context.Values.image }}
+{{- $image := dict "repository" (default (printf "%s-spark" $bridge.repository) .image.repository) "tag" (default $bridge.tag .image.tag) "digest" .image.digest }}
+{{- include "eos-bridge.imageRef" (dict "image" $image "context" .context) }}
+{{- end }}
+
+{{/*
+Default consumer group: namespace and full name, so two releases of the same name in two
+namespaces on one Kafka cluster neither share a group nor fence each other. The
+transactional.id prefix follows the bridge's own rule (app/config.py, app/engine/stores.py):
+bridge.transactionalIdPrefix when set, else the group.
 */}}
 {{- define "eos-bridge.defaultId" -}}
 {{- printf "%s.%s" .Release.Namespace (include "eos-bridge.fullname" .) }}
@@ -97,8 +111,26 @@ the same name in two namespaces on one Kafka cluster neither share a group nor f
 {{- default (include "eos-bridge.defaultId" .) .Values.bridge.groupId }}
 {{- end }}
 
+{{/*
+BRIDGE_TRANSACTIONAL_ID_PREFIX: bridge.transactionalIdPrefix as set; empty, the bridge takes
+the group (its own rule).
+*/}}
 {{- define "eos-bridge.transactionalIdPrefix" -}}
-{{- default (include "eos-bridge.defaultId" .) .Values.bridge.transactionalIdPrefix }}
+{{- .Values.bridge.transactionalIdPrefix }}
+{{- end }}
+
+{{/*
+The transactional ids the bridge uses, for NOTES and docs: one cluster
+<prefix or group>-<pod name>; two clusters one per input partition,
+[<prefix>-]<group>-task-<n>.
+*/}}
+{{- define "eos-bridge.transactionalIds" -}}
+{{- $prefix := .Values.bridge.transactionalIdPrefix }}
+{{- if include "eos-bridge.twoClusters" . }}
+{{- if $prefix }}{{ $prefix }}-{{ end }}{{ include "eos-bridge.groupId" . }}-task-<n>
+{{- else }}
+{{- printf "%s-<pod name>" (default (include "eos-bridge.groupId" .) $prefix) }}
+{{- end }}
 {{- end }}
 
 {{/*
@@ -417,6 +449,7 @@ Fail rendering with one clear message when a required setting is missing.
 {{- fail "target.sasl.existingSecret must name a Secret with the target's SASL credentials when target.sasl.enabled is true" }}
 {{- end }}
 {{- include "eos-bridge.validateBridge" . }}
+{{- include "eos-bridge.validateForced" . }}
 {{- include "eos-bridge.validateSecurity" . }}
 {{- end }}
 
@@ -430,6 +463,35 @@ What the bridge itself would refuse at start (app/config.py), caught before anyt
 {{- end }}
 {{- if and (has $b.outputTopic $b.inputTopics) (not (include "eos-bridge.twoClusters" .)) }}
 {{- fail (printf "bridge.outputTopic %q is also in bridge.inputTopics: the bridge would read its own output" $b.outputTopic) }}
+{{- end }}
+{{- end }}
+
+{{/*
+The librdkafka keys the bridge forces (app/kafka/defaults.py FORCED_REASONS, said with the
+chart's value names): refused in bridge.kafka, bridge.consumer, bridge.producer and
+target.kafka with their reason, as the bridge would refuse them at start.
+*/}}
+{{- define "eos-bridge.validateForced" -}}
+{{- $consumer := dict
+  "group.id" "from bridge.groupId"
+  "group.instance.id" "from the pod name, with static membership"
+  "group.protocol" "from bridge.groupProtocol"
+  "enable.auto.commit" "false: positions are committed inside each transaction"
+  "enable.auto.offset.store" "false: positions are committed inside each transaction"
+  "isolation.level" "read_committed: records of aborted transactions are never read" }}
+{{- $producer := dict
+  "transactional.id" "from bridge.transactionalIdPrefix and the pod name"
+  "transaction.timeout.ms" "from bridge.transactionTimeoutMs"
+  "enable.idempotence" "true: transactions need the idempotent producer"
+  "acks" "all: transactions need the acknowledgement of every in-sync replica" }}
+{{- $both := merge (deepCopy $consumer) $producer }}
+{{- range $where := list (list "bridge.kafka" .Values.bridge.kafka $both) (list "bridge.consumer" .Values.bridge.consumer $consumer) (list "bridge.producer" .Values.bridge.producer $producer) (list "target.kafka" .Values.target.kafka $both) }}
+{{- $forced := index $where 2 }}
+{{- range $key := keys (index $where 1) | sortAlpha }}
+{{- if hasKey $forced $key }}
+{{- fail (printf "%s.%s is set by the bridge itself (%s): remove it" (index $where 0) $key (index $forced $key)) }}
+{{- end }}
+{{- end }}
 {{- end }}
 {{- end }}
 
