@@ -14,6 +14,7 @@ from app.errors import ConfigError
 from app.kafka.leave import LeaveFailed
 from app.ops.statefulset import Pod
 from tests.support.cli import eos_bridge_here
+from tests.support.kube import fake_kubernetes_api
 
 BASE: dict[str, Any] = {"input_topics": ["in"], "output_topic": "out", "instance_id": "sts-1"}
 OUTSIDE = Pod(hostname="sts-1", api_url=None, namespace=None, token=None, ca_file=None)
@@ -109,3 +110,23 @@ def test_a_bad_value_names_the_setting() -> None:
         "  - leave_group_on_shutdown (BRIDGE_LEAVE_GROUP_ON_SHUTDOWN): "
         "Input should be 'scale-in', 'always' or 'never'"
     ]
+
+
+def test_scale_in_reads_the_statefulset_then_removes_the_member(
+    calls: list[tuple[Any, ...]],
+) -> None:
+    """The whole decision: sts-1 with replicas 1 leaves; with replicas 2 it is a restart."""
+    with fake_kubernetes_api() as state:
+        _scale_in(state, calls)
+
+
+def _scale_in(state: Any, calls: list[tuple[Any, ...]]) -> None:
+    pod = Pod(hostname="sts-1", api_url=state.url, namespace="ns", token="t", ca_file=None)
+    state.body = {"spec": {"replicas": 1}}
+    assert runner.leave_group(BridgeSettings(**BASE), pod) is True
+    assert calls and calls[0][3] == "sts-1"
+    assert "ordinal 1 >= statefulset ns/sts's desired replicas 1" in calls[0][4]
+    state.body = {"spec": {"replicas": 2}}
+    calls.clear()
+    assert runner.leave_group(BridgeSettings(**BASE), pod) is False
+    assert calls == []

@@ -4,57 +4,26 @@ API with the service-account token; anything unreadable means stay, with a reaso
 
 from __future__ import annotations
 
-import json
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
 
 from app.ops.statefulset import Pod, scale_in_verdict
-
-
-class _Api:
-    """A Kubernetes API answering GET of one StatefulSet; records the requests."""
-
-    def __init__(self) -> None:
-        self.status = 200
-        self.body: object = {"spec": {"replicas": 2}, "metadata": {"name": "eos-bridge"}}
-        self.requests: list[tuple[str, str | None]] = []
+from tests.support.kube import FakeKubernetesApi, fake_kubernetes_api
 
 
 @pytest.fixture
-def api() -> Iterator[tuple[_Api, str]]:
-    state = _Api()
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            state.requests.append((self.path, self.headers.get("Authorization")))
-            data = json.dumps(state.body).encode()
-            self.send_response(state.status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
-        def log_message(self, *_args: object) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True).start()
-    try:
-        yield state, f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
+def api() -> Iterator[tuple[FakeKubernetesApi, str]]:
+    with fake_kubernetes_api() as state:
+        yield state, state.url
 
 
 def _pod(url: str | None, hostname: str = "eos-bridge-2") -> Pod:
     return Pod(hostname=hostname, api_url=url, namespace="streams", token="t0k", ca_file=None)
 
 
-def test_the_highest_ordinal_after_a_scale_down_leaves(api: tuple[_Api, str]) -> None:
+def test_the_highest_ordinal_after_a_scale_down_leaves(api: tuple[FakeKubernetesApi, str]) -> None:
     state, url = api
     verdict = scale_in_verdict(_pod(url, "eos-bridge-2"))
     assert verdict.leave and not verdict.unsure
@@ -66,14 +35,14 @@ def test_the_highest_ordinal_after_a_scale_down_leaves(api: tuple[_Api, str]) ->
 
 @pytest.mark.parametrize("hostname", ["eos-bridge-0", "eos-bridge-1"])
 def test_an_ordinal_below_the_replicas_is_a_restart_and_stays(
-    api: tuple[_Api, str], hostname: str
+    api: tuple[FakeKubernetesApi, str], hostname: str
 ) -> None:
     verdict = scale_in_verdict(_pod(api[1], hostname))
     assert not verdict.leave and not verdict.unsure
     assert "a restart" in verdict.why
 
 
-def test_scaled_to_zero_and_deleted_statefulsets_leave(api: tuple[_Api, str]) -> None:
+def test_scaled_to_zero_and_deleted_statefulsets_leave(api: tuple[FakeKubernetesApi, str]) -> None:
     state, url = api
     state.body = {"spec": {"replicas": 0}}
     assert scale_in_verdict(_pod(url, "eos-bridge-0")).leave
@@ -88,7 +57,7 @@ def test_scaled_to_zero_and_deleted_statefulsets_leave(api: tuple[_Api, str]) ->
     ("status", "body"), [(403, {"kind": "Status"}), (200, {"spec": {"replicas": "two"}})]
 )
 def test_an_unreadable_statefulset_stays_and_says_why(
-    api: tuple[_Api, str], status: int, body: object
+    api: tuple[FakeKubernetesApi, str], status: int, body: object
 ) -> None:
     state, url = api
     state.status, state.body = status, body
@@ -102,7 +71,9 @@ def test_an_unreachable_api_stays() -> None:
     assert not verdict.leave and verdict.unsure and "GET statefulset" in verdict.why
 
 
-def test_outside_kubernetes_or_outside_a_statefulset_stays(api: tuple[_Api, str]) -> None:
+def test_outside_kubernetes_or_outside_a_statefulset_stays(
+    api: tuple[FakeKubernetesApi, str],
+) -> None:
     outside = scale_in_verdict(_pod(None))
     assert not outside.leave and not outside.unsure  # not a problem: nothing to scale in
     deployment = scale_in_verdict(_pod(api[1], "eos-bridge-7d9f8c6b5-x2k4q"))
