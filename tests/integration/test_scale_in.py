@@ -2,18 +2,20 @@
 for good removes its static member (``leave_group_on_shutdown``, app.kafka.leave), so its
 partitions are committed again by the other instance long before the broker's session timeout;
 an instance restarted without leaving moves nothing. Exactly once for a read_committed reader,
-with records fed while the group changes; under both group protocols."""
+with records fed while the group changes; under both group protocols, and for a count."""
 
 from __future__ import annotations
 
 import os
 import signal
 import time
+from pathlib import Path
 
 import pytest
 
-from tests.integration.test_bridge_eos import _tagging, _topics, assert_exactly_once
-from tests.support.bridge import BridgeProcess, json_records, wait_caught_up
+from tests.integration.test_bridge_eos import _topics, assert_exactly_once
+from tests.integration.test_state_e2e import assert_counts_exact
+from tests.support.bridge import BridgeProcess, base_settings, json_records, wait_caught_up
 from tests.support.feed import Feeder, feed_and_catch_up
 from tests.support.kafka import KafkaFixture, wait_until
 
@@ -31,20 +33,30 @@ def _assigned_after(bridge: BridgeProcess, mark: int) -> list[str]:
     return [line for line in bridge.logs()[mark:].splitlines() if "assigned [" in line]
 
 
-@pytest.mark.parametrize("protocol", ["consumer", "classic"])
+@pytest.mark.parametrize(
+    ("protocol", "pipeline"),
+    [("consumer", "stateless"), ("classic", "stateless"), ("consumer", "count")],
+)
 def test_scale_in_moves_now_and_a_restart_moves_nothing(  # type: ignore[no-untyped-def]
-    kafka: KafkaFixture, bridges, protocol: str
+    kafka: KafkaFixture, bridges, tmp_path: Path, protocol: str, pipeline: str
 ) -> None:
+    """Stateless (the tagging pipeline) under both protocols; a count (its moved partitions
+    restore from the changelog before they progress) under consumer, the count checked against
+    the input."""
     src, out, dlq = _topics(kafka)
     feeder = Feeder(kafka, src, *json_records(6 * PHASE))
-    settings = _tagging(
-        kafka, src, out, dlq, group_protocol=protocol, static_membership=True,
-        leave_group_on_shutdown="never",
+    code = "tests.state_pipelines:counting" if pipeline == "count" else "tests.pipelines:tagged"
+    settings = base_settings(
+        kafka, src, out, dlq, pipeline=code, batch_size=500, group_protocol=protocol,
+        static_membership=True, leave_group_on_shutdown="never",
+        state_dir=str(tmp_path / "state-i0"),
     )  # fmt: skip
     group = settings["group_id"]
     first = bridges(**settings).start()
     feed_and_catch_up(kafka, feeder, group, PHASE, [first])
-    second = bridges(**{**settings, "instance_id": "i1"}).start()
+    second = bridges(
+        **{**settings, "instance_id": "i1", "state_dir": str(tmp_path / "state-i1")}
+    ).start()
     wait_until(lambda: "assigned [(" in second.logs() or not second.running(), 60, "i1 assigned")
     feed_and_catch_up(kafka, feeder, group, PHASE, [first, second])
 
@@ -68,7 +80,7 @@ def test_scale_in_moves_now_and_a_restart_moves_nothing(  # type: ignore[no-unty
     assert "removed static member 'i1'" in second.logs(), second.logs()[-3000:]
     wait_caught_up(kafka, group, src, 2 * SESSION_TIMEOUT_S, [first])
     gap = time.monotonic() - sent
-    print(f"{protocol}: every partition committed again {gap:.1f}s after the SIGTERM")
+    print(f"{protocol}, {pipeline}: every partition committed again {gap:.1f}s after the SIGTERM")
     moved = [line for line in _assigned_after(first, mark) if line]
     assert moved, first.logs()[mark:][-3000:]  # i0 was given i1's partitions
     assert gap < SESSION_TIMEOUT_S, f"{gap:.1f}s: the session timeout moved them, not the leave"
@@ -77,4 +89,7 @@ def test_scale_in_moves_now_and_a_restart_moves_nothing(  # type: ignore[no-unty
 
     feed_and_catch_up(kafka, feeder, group, PHASE, [first])
     assert first.terminate() == 0, first.logs()[-3000:]
-    assert_exactly_once(kafka, src, out)
+    if pipeline == "count":
+        assert_counts_exact(kafka, src, out)
+    else:
+        assert_exactly_once(kafka, src, out)
