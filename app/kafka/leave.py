@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import logging
 import ssl
+import threading
 from collections.abc import Mapping
 from typing import Any
 
@@ -131,21 +132,26 @@ def remove_static_member(
     quiet = logging.getLogger("kafka")  # kafka-python's own lines: the caller says one
     level = quiet.level
     quiet.setLevel(logging.CRITICAL + 1)
-    try:
-        from kafka.admin import KafkaAdminClient, MemberToRemove
-
-        admin = KafkaAdminClient(**conf)
-        try:
-            member = MemberToRemove(group_instance_id=instance_id, reason=reason)
-            result = admin.remove_group_members(group_id, [member])
-        finally:
-            admin.close()
-    except LeaveFailed:
-        raise
-    except Exception as exc:  # any failure is one line; the session timeout then applies
-        raise LeaveFailed(_one_line(exc)) from None
-    finally:
-        quiet.setLevel(level)
+    outcome: list[dict[Any, Any] | BaseException] = []
+    # On a thread of its own, so that no stage of kafka-python (bootstrap, coordinator lookup,
+    # the request, their retries) can hold the shutdown past ``timeout_s`` (and the watchdog's
+    # shutdown_timeout, whose expiry would be exit 3): it is given up with the process.
+    worker = threading.Thread(
+        target=_remove, args=(conf, group_id, instance_id, reason, outcome),
+        name="eos-bridge-leave", daemon=True,
+    )  # fmt: skip
+    worker.start()
+    worker.join(timeout_s + 1)
+    if worker.is_alive():  # kafka-python stays quiet: the process ends right after this
+        raise LeaveFailed(f"no answer from the group coordinator within {timeout_s:g}s")
+    quiet.setLevel(level)
+    if not outcome:
+        raise LeaveFailed("the request ended without an outcome")
+    result = outcome[0]
+    if isinstance(result, LeaveFailed):
+        raise result
+    if isinstance(result, BaseException):
+        raise LeaveFailed(_one_line(result))
     for error in result.values():
         name = getattr(error, "__name__", str(error))
         if name == "NoError":
@@ -154,6 +160,27 @@ def remove_static_member(
             return False
         raise LeaveFailed(f"the coordinator refused: {name}")
     return True
+
+
+def _remove(
+    conf: dict[str, Any],
+    group_id: str,
+    instance_id: str,
+    reason: str,
+    outcome: list[dict[Any, Any] | BaseException],
+) -> None:
+    """The request itself (on the leave thread): its result or exception into ``outcome``."""
+    try:
+        from kafka.admin import KafkaAdminClient, MemberToRemove
+
+        admin = KafkaAdminClient(**conf)
+        try:
+            member = MemberToRemove(group_instance_id=instance_id, reason=reason)
+            outcome.append(dict(admin.remove_group_members(group_id, [member])))
+        finally:
+            admin.close()
+    except Exception as exc:  # any failure is one line; the session timeout then applies
+        outcome.append(exc)
 
 
 def _one_line(exc: BaseException) -> str:

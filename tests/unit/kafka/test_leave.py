@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from app.kafka import leave
 from app.kafka.leave import LeaveFailed, kafka_python_config, remove_static_member
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -89,6 +90,36 @@ def test_an_unreachable_cluster_is_one_line_within_the_timeout() -> None:
         remove_static_member("127.0.0.1:1", {}, "g", "i1", "test", timeout_s=1.0)
     assert time.monotonic() - started < 10
     assert "\n" not in str(failed.value) and str(failed.value)
+
+
+def test_a_request_that_never_ends_is_given_up_after_the_timeout(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """No stage of kafka-python can hold the shutdown: the leave thread is abandoned."""
+    monkeypatch.setattr(leave, "_remove", lambda *_args: time.sleep(30))
+    started = time.monotonic()
+    with pytest.raises(LeaveFailed, match=r"no answer from the group coordinator within 0\.5s"):
+        remove_static_member("127.0.0.1:1", {}, "g", "i1", "test", timeout_s=0.5)
+    assert time.monotonic() - started < 5
+
+
+def test_the_coordinators_per_member_error_is_the_outcome(monkeypatch: pytest.MonkeyPatch) -> None:
+    class NoError: ...
+
+    class UnknownMemberIdError: ...
+
+    class GroupAuthorizationFailedError: ...
+
+    def answer(error: type) -> None:
+        monkeypatch.setattr(leave, "_remove", lambda *args: args[-1].append({"m": error}))
+
+    answer(NoError)
+    assert remove_static_member("b:1", {}, "g", "i1", "t", 1.0) is True
+    answer(UnknownMemberIdError)  # already gone (expired, or removed before): nothing to do
+    assert remove_static_member("b:1", {}, "g", "i1", "t", 1.0) is False
+    answer(GroupAuthorizationFailedError)
+    with pytest.raises(LeaveFailed, match="refused: GroupAuthorizationFailedError"):
+        remove_static_member("b:1", {}, "g", "i1", "t", 1.0)
 
 
 def test_importing_the_cli_and_the_runner_loads_no_kafka_python() -> None:
