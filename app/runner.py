@@ -199,12 +199,17 @@ def leave_group(settings: BridgeSettings, pod: Pod | None = None) -> bool:
             settings.instance_id, settings.group_id, why, exc,
         )  # fmt: skip
         return False
-    log.info(
-        "%s static member %r from group %r in %.1fs (%s): its partitions go to the other "
-        "members now",
-        "removed" if removed else "no longer a member: nothing to remove for",
-        settings.instance_id, settings.group_id, time.monotonic() - started, why,
-    )  # fmt: skip
+    took = time.monotonic() - started
+    if removed:
+        log.info(
+            "removed static member %r from group %r in %.1fs (%s): its partitions go to the "
+            "other members now", settings.instance_id, settings.group_id, took, why,
+        )  # fmt: skip
+    else:
+        log.info(
+            "static member %r was no longer in group %r (%s): nothing to remove",
+            settings.instance_id, settings.group_id, why,
+        )  # fmt: skip
     return removed
 
 

@@ -130,3 +130,14 @@ def _scale_in(state: Any, calls: list[tuple[Any, ...]]) -> None:
     calls.clear()
     assert runner.leave_group(BridgeSettings(**BASE), pod) is False
     assert calls == []
+
+
+def test_a_member_already_gone_is_one_info_line(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setattr(runner, "remove_static_member", lambda *_args: False)
+    settings = BridgeSettings(**BASE, leave_group_on_shutdown="always")
+    with caplog.at_level(logging.INFO, "app.runner"):
+        assert runner.leave_group(settings, OUTSIDE) is False
+    (record,) = caplog.records
+    assert record.levelname == "INFO" and "was no longer in group" in record.getMessage()
