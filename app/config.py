@@ -172,6 +172,11 @@ class BridgeSettings(ConnectionSettings):
     group_protocol: Literal["classic", "consumer"] = Field(
         "classic", description="consumer: KIP-848 incremental rebalancing (brokers >= 4.0)"
     )
+    leave_group_on_shutdown: Literal["scale-in", "always", "never"] = Field(
+        "scale-in",
+        description="static member, clean stop: leave the group for good (scale-in: when "
+        "the pod's StatefulSet ordinal is at or above its replicas; docs/operations.md)",
+    )
     processing_guarantee: Literal["exactly-once", "at-least-once"] = "exactly-once"
     commit_interval: float = Field(1.0, gt=0, description="seconds between checkpoints")
     commit_every: int = Field(0, ge=0, description="records per checkpoint (0 = off)")

@@ -32,10 +32,12 @@ from app.engine.start import build
 from app.engine.watchdog import Watchdog
 from app.errors import BridgeError, ConfigError, InstanceFenced, KafkaFatalError, RecordError
 from app.kafka.errors import describe
+from app.kafka.leave import LeaveFailed, remove_static_member
 from app.kafka.stable import stable_offsets, written_partitions
 from app.ops.health import Health, serve
 from app.ops.logs import librdkafka_logging
 from app.ops.metrics import Metrics
+from app.ops.statefulset import Pod, scale_in_verdict
 from app.ops.trim import Trimmer
 from app.ops.unstable import UnstableOffsets
 from app.serde.registry_settings import RegistryUnavailable
@@ -48,6 +50,8 @@ _UNTIL_EVERY_S = 0.5
 # A twin with our instance_id fences us again within seconds of each rejoin; coordinator moves
 # (a failover, a rolling broker restart) are minutes apart.
 REJOIN_WINDOW_S = 120.0
+# The group leave after a clean stop: within the shutdown_timeout the watchdog enforces.
+LEAVE_TIMEOUT_S = 10.0
 
 
 class _StoppedWhileStarting(BaseException):
@@ -140,6 +144,8 @@ def run(
             unstable = unstable or _watch_unstable(settings, metrics)
             stop.hand_to(built)
             code = _run(built, rejoin=lambda: not stop.requested and rejoins.allow())
+            if code == EXIT_OK:
+                leave_group(settings)
             if code is not _REJOIN:
                 return code
             # The closed clients sit in reference cycles (callbacks <-> their owners): collect
@@ -156,6 +162,55 @@ def run(
         watchdog.stop()
         if server is not None:
             server.shutdown()
+
+
+def leave_group(settings: BridgeSettings, pod: Pod | None = None) -> bool:
+    """After a clean stop (final checkpoint committed, consumer closed): remove this instance's
+    static member from the group when it is gone for good (``leave_group_on_shutdown``), so
+    its partitions move now instead of after the broker's session timeout (app.kafka.leave).
+    Never raises: a failure is one warning line. Returns whether the member was removed."""
+    mode = settings.leave_group_on_shutdown
+    if not settings.static_membership or mode == "never":
+        return False  # a dynamic member's close already left the group
+    if mode == "scale-in":
+        verdict = scale_in_verdict(pod or Pod.here())
+        if not verdict.leave:
+            say = log.warning if verdict.unsure else log.info
+            say(
+                "staying in group %r as static member %r (leave_group_on_shutdown=scale-in): "
+                "%s; its partitions wait for it until the broker's session timeout",
+                settings.group_id, settings.instance_id, verdict.why,
+            )  # fmt: skip
+            return False
+        why = verdict.why
+    else:
+        why = "leave_group_on_shutdown=always"
+    source, started = settings.source(), time.monotonic()
+    try:
+        removed = remove_static_member(
+            source.bootstrap_servers, source.client_common(), settings.group_id,
+            settings.instance_id, f"eos-bridge stopped for good: {why}"[:200],
+            min(LEAVE_TIMEOUT_S, settings.call_timeout),
+        )  # fmt: skip
+    except LeaveFailed as exc:
+        log.warning(
+            "could not remove static member %r from group %r (%s): %s; its partitions move "
+            "after the broker's session timeout",
+            settings.instance_id, settings.group_id, why, exc,
+        )  # fmt: skip
+        return False
+    took = time.monotonic() - started
+    if removed:
+        log.info(
+            "removed static member %r from group %r in %.1fs (%s): its partitions go to the "
+            "other members now", settings.instance_id, settings.group_id, took, why,
+        )  # fmt: skip
+    else:
+        log.info(
+            "static member %r was no longer in group %r (%s): nothing to remove",
+            settings.instance_id, settings.group_id, why,
+        )  # fmt: skip
+    return removed
 
 
 def _health(settings: BridgeSettings) -> Health:

@@ -18,7 +18,7 @@ from app.config import load_settings
 from app.errors import ConfigError
 from app.kafka.defaults import FORCED_CONSUMER_KEYS, FORCED_PRODUCER_KEYS, FORCED_REASONS
 
-from .helpers import CHART, REPO, HelmError, Manifest, one
+from .helpers import CHART, NAMESPACE, REPO, HelmError, Manifest, one
 
 pytestmark = pytest.mark.chart
 
@@ -216,7 +216,8 @@ def test_network_policies_allow_kafka_dns_and_metrics_only(
     assert ingress["from"][0]["namespaceSelector"]["matchLabels"] == {
         "kubernetes.io/metadata.name": "monitoring"
     }
-    kafka, dns = bridge["egress"]
+    kafka, dns, api = bridge["egress"]  # api: the StatefulSet's replicas (scale-in leave)
+    assert api == {"ports": [{"port": 443, "protocol": "TCP"}, {"port": 6443, "protocol": "TCP"}]}
     assert kafka["ports"] == [{"port": 9094, "protocol": "TCP"}]  # from bootstrapServers
     assert kafka["to"][0]["namespaceSelector"]["matchLabels"] == {
         "kubernetes.io/metadata.name": "infra"
@@ -231,6 +232,47 @@ def test_network_policies_allow_kafka_dns_and_metrics_only(
     assert [p["port"] for p in spark["egress"][0]["ports"]] == [9092, 9094]
     job = one(with_spark, "CronJob")["spec"]["jobTemplate"]["spec"]["template"]["metadata"]
     assert spark["podSelector"]["matchLabels"].items() <= job["labels"].items()
+
+
+def test_scale_in_reads_only_its_own_statefulset_with_its_own_token(
+    manifests: Callable[..., list[Manifest]],
+) -> None:
+    """bridge.leaveGroupOnShutdown=scale-in (the default): a Role with get on this one
+    StatefulSet, bound to the pods' ServiceAccount, and a token mounted in the bridge container
+    only (the pod-wide automount stays off); never/always: no Role, no token, no API egress."""
+    resources = manifests(MTLS)
+    statefulset = one(resources, "StatefulSet")
+    name = statefulset["metadata"]["name"]
+    role = one(resources, "Role")
+    assert role["rules"] == [
+        {"apiGroups": ["apps"], "resources": ["statefulsets"], "resourceNames": [name],
+         "verbs": ["get"]}
+    ]  # fmt: skip
+    binding = one(resources, "RoleBinding")
+    assert binding["roleRef"] == {
+        "apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": role["metadata"]["name"]
+    }  # fmt: skip
+    pod = bridge_spec(resources)
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": pod["serviceAccountName"], "namespace": NAMESPACE}
+    ]
+    assert pod["automountServiceAccountToken"] is False
+    [container] = [c for c in pod["containers"] if c["name"] == "bridge"]
+    assert env_of(container)["BRIDGE_LEAVE_GROUP_ON_SHUTDOWN"]["value"] == "scale-in"
+    mounts = {m["name"]: m for m in container["volumeMounts"]}
+    token = mounts["kube-api-access"]
+    assert token["mountPath"] == "/var/run/secrets/kubernetes.io/serviceaccount"
+    assert token["readOnly"] is True
+    sources = {v["name"]: v for v in pod["volumes"]}["kube-api-access"]["projected"]["sources"]
+    assert sources[0]["serviceAccountToken"]["path"] == "token"
+
+    for mode in ("never", "always"):
+        other = manifests(MTLS, sets=[f"bridge.leaveGroupOnShutdown={mode}"])
+        assert not [r for r in other if r["kind"] in ("Role", "RoleBinding")]
+        spec = bridge_spec(other)
+        assert "kube-api-access" not in {v["name"] for v in spec["volumes"]}
+        policy = one(other, "NetworkPolicy", "demo-eos-bridge")["spec"]
+        assert len(policy["egress"]) == 2  # Kafka and DNS only
 
 
 # --- TLS and SASL from Secrets only ------------------------------------------------------------

@@ -69,15 +69,20 @@ def _client_settings(cluster: LocalKafka, listener: str) -> tuple[dict[str, Any]
 def test_bridge_moves_records_exactly_once_over_a_secure_listener(
     secure: LocalKafka, bridges: MakeBridge, listener: str, tmp_path: Path
 ) -> None:
-    """Exactly once over the listener with only the ACLs the bridge needs; then ``verify`` and
-    ``check-config`` with the same settings; no secret in any output (logs at DEBUG with
+    """Exactly once over the listener with only the ACLs the bridge needs, and the static
+    member removed from its group at the stop; then ``verify`` and ``check-config`` with the
+    same settings; no secret in any output (logs at DEBUG with
     librdkafka's security debugging, /metrics, verify, check-config)."""
     admin = KafkaFixture(secure.bootstrap)  # the super user's PLAINTEXT door
     src, out, dlq = bridge_topics(admin)
     values, keys = json_records(5000)
     admin.seed(src, values, keys)
     port = free_port()
-    settings = base_settings(admin, src, out, dlq, log_level="DEBUG", http_port=port)
+    # leave_group_on_shutdown=always: the static member's removal (kafka-python, with the
+    # librdkafka security settings mapped by app.kafka.leave) goes over the same listener.
+    settings = base_settings(
+        admin, src, out, dlq, log_level="DEBUG", http_port=port, leave_group_on_shutdown="always"
+    )
     principal = "User:bridge" if listener == "sasl_ssl" else f"User:{MTLS_CLIENT_CN}"
     create_acls(
         secure.bootstrap,
@@ -101,6 +106,7 @@ def test_bridge_moves_records_exactly_once_over_a_secure_listener(
     assert admin.end_offsets(out, True) == admin.end_offsets(out, False)
     logs = bridge.logs()
     assert "SASL" in logs or "SSL" in logs, "librdkafka's security debug lines are missing"
+    assert "removed static member 'i0'" in logs, logs[-3000:]
 
     # verify reads the output and DLQ too, with its reader's group id (only that one: the
     # secure broker is shared, and a wildcard would grant the negative tests' groups too).

@@ -560,6 +560,8 @@ what the bridge runs with.
   value: {{ include "eos-bridge.groupId" . | quote }}
 - name: BRIDGE_GROUP_PROTOCOL
   value: {{ .Values.bridge.groupProtocol | quote }}
+- name: BRIDGE_LEAVE_GROUP_ON_SHUTDOWN
+  value: {{ .Values.bridge.leaveGroupOnShutdown | quote }}
 - name: BRIDGE_TRANSACTIONAL_ID_PREFIX
   value: {{ include "eos-bridge.transactionalIdPrefix" . | quote }}
 - name: BRIDGE_COMMIT_INTERVAL
