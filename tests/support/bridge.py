@@ -18,6 +18,7 @@ from typing import Any
 import orjson
 
 from devkit.kafka.cluster import die_with_parent
+from tests.support.cli import HERMETIC
 from tests.support.kafka import KafkaFixture, wait_until
 
 REPO = Path(__file__).resolve().parents[2]
@@ -56,7 +57,7 @@ class BridgeProcess:
         self.cwd = REPO
 
     def env(self) -> dict[str, str]:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("BRIDGE_")}
+        env = {k: v for k, v in os.environ.items() if not k.startswith(HERMETIC)}
         for key, value in self.settings.items():
             if isinstance(value, list | dict):
                 value = orjson.dumps(value).decode()

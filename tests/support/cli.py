@@ -15,6 +15,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from unittest import mock
 
+# Not passed on to the bridge: its settings come from the test, and a test machine that is a
+# Kubernetes pod does not make the bridge's scale-in check look for a StatefulSet (that check
+# is tested against tests/support/kube.py).
+HERMETIC = ("BRIDGE_", "KUBERNETES_")
+
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -36,7 +41,7 @@ def eos_bridge(
     *args: str, env: dict[str, str] | None = None, stdin: str | None = None, timeout: float = 120
 ) -> Result:
     """``python -m app ARGS`` from the repository, with only the given BRIDGE_* variables."""
-    base = {k: v for k, v in os.environ.items() if not k.startswith("BRIDGE_")}
+    base = {k: v for k, v in os.environ.items() if not k.startswith(HERMETIC)}
     base["PYTHONPATH"] = os.pathsep.join([str(REPO), base.get("PYTHONPATH", "")]).rstrip(":")
     done = subprocess.run(
         [sys.executable, "-m", "app", *args],
