@@ -80,6 +80,9 @@ class Transactions:
         new_epoch_per_abort: after each abort, the next transaction runs under a new producer
             epoch (:meth:`abort`); off only where the producer renews its own epochs (the task
             producers of two clusters) or in a test rig's fault.
+        retried_after: seconds after which librdkafka sends a transactional request again by
+            itself (:func:`app.kafka.defaults.retried_after`): a call that lasted that long is
+            treated as retried (a new epoch after its commit), as one this class retried is.
     """
 
     def __init__(
@@ -96,8 +99,10 @@ class Transactions:
         where: str = "",
         stuck_after: float | None = None,
         new_epoch_per_abort: bool = True,
+        retried_after: float = 60.0,
     ) -> None:
         self._new_producer = new_producer
+        self._retried_after = retried_after
         self._producer = new_producer()
         self._consumer = consumer
         self._offsets = offsets
@@ -353,12 +358,18 @@ class Transactions:
     def _call(self, what: str, fn: Callable[[], T]) -> T:
         """Run one client call under the watchdog: retry retriable errors until the deadline,
         map the rest onto the exception tree (:func:`app.kafka.errors.classify`)."""
-        deadline = time.monotonic() + self._timeout
+        started = time.monotonic()
+        deadline = started + self._timeout
         pause = RETRY_PAUSE_S[0]
         while True:
             try:
                 with self._watchdog.guard(what, self._stuck_after, self._where):
-                    return fn()
+                    result = fn()
+                if what in _ENDS_OR_JOINS and time.monotonic() - started >= self._retried_after:
+                    # librdkafka timed its request out and sent it again inside the call: the
+                    # first one may still land (a held EndTxn commits the next transaction)
+                    self._timed_out = what
+                return result
             except KafkaException as exc:
                 reaction = classify(exc)
                 if reaction is Reaction.RETRY and time.monotonic() < deadline:

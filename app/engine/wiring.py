@@ -37,7 +37,7 @@ from app.engine.transactions import Transactions, renews_epochs
 from app.engine.watchdog import Watchdog
 from app.kafka.catalog import TopicCatalog
 from app.kafka.clients import KAFKA, Clients
-from app.kafka.defaults import consumer_config, producer_config
+from app.kafka.defaults import consumer_config, producer_config, retried_after
 from app.kafka.ports import ConsumerPort, KafkaValue
 from app.ops.health import Health
 from app.ops.lag import LagReport
@@ -133,6 +133,7 @@ def compose(
         stuck_after=stuck,
         # two clusters: each task producer renews its own epoch
         new_epoch_per_abort=tasks is None and renews_epochs(faults.same_epoch_after_abort),
+        retried_after=retried_after(pconf),
     )
     collector.rebind(txn.producer)
     output = _output(settings, facts, collector, pconf, consumer, metrics, health, replaying)

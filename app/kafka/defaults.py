@@ -145,6 +145,17 @@ def stuck_call_deadline(
     return min(2 * max(request, session), call_timeout + STUCK_CALL_GRACE_S)
 
 
+_LIBRDKAFKA_SOCKET_TIMEOUT_MS = 60_000
+
+
+def retried_after(producer: dict[str, Any]) -> float:
+    """Seconds after which librdkafka times out a transactional request (``EndTxn``,
+    ``AddOffsetsToTxn``, ``TxnOffsetCommit``) and sends it again by itself: its
+    ``socket.timeout.ms`` (``request.timeout.ms`` bounds produce requests only). A transactional
+    call that lasted this long may have left its first request in the network."""
+    return float(producer.get("socket.timeout.ms") or _LIBRDKAFKA_SOCKET_TIMEOUT_MS) / 1000
+
+
 # librdkafka keys whose values can carry a secret: passwords, PEM private keys, JAAS configs
 # and the OAUTHBEARER config, whose "k=v" pairs may hold a client secret.
 _SECRET_WORDS = ("password", "secret", "token", "key.pem", "jaas", "oauthbearer.config")

@@ -27,6 +27,7 @@ from confluent_kafka import Consumer, Producer
 
 from app.engine.transactions import Transactions
 from app.engine.watchdog import Watchdog
+from app.kafka.defaults import retried_after
 from app.offsets import GroupOffsets
 from app.ops.health import Health
 from tests.support.chaos import REQUEST_TIMEOUT_MS, Rig
@@ -53,20 +54,23 @@ class EpochLog(logging.Handler):
                 self.epochs.append(int(found[1]))
 
 
-def _owner(rig: Rig, txn_id: str, renew: bool, epochs: EpochLog) -> Transactions:
+def _owner(
+    rig: Rig, txn_id: str, renew: bool, epochs: EpochLog, socket_timeout_ms: int = 60_000
+) -> Transactions:
     logger = logging.getLogger(f"delayed-produce.{txn_id}")
     logger.addHandler(epochs)
     logger.setLevel(logging.DEBUG)
     conf = {
         "bootstrap.servers": rig.proxied_bootstrap, "transactional.id": txn_id,
-        "request.timeout.ms": REQUEST_TIMEOUT_MS, "linger.ms": 0, "debug": "eos",
-        "logger": logger,
+        "request.timeout.ms": REQUEST_TIMEOUT_MS, "socket.timeout.ms": socket_timeout_ms,
+        "linger.ms": 0, "debug": "eos", "logger": logger,
     }  # fmt: skip
     consumer = Consumer({"bootstrap.servers": rig.cluster.bootstrap, "group.id": txn_id})
     watchdog = Watchdog(Health(stale_after=120.0))  # not started: guards recorded only
     txn = Transactions(
         lambda: Producer(conf), consumer, GroupOffsets(consumer, watchdog, 60.0),
         exactly_once=True, call_timeout=60.0, watchdog=watchdog, new_epoch_per_abort=renew,
+        retried_after=retried_after(conf),
     )  # fmt: skip
     txn.init()
     txn.begin()

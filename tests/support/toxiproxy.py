@@ -76,6 +76,10 @@ class Toxiproxy:
             },
         )
 
+    def set_upstream(self, name: str, upstream_port: int) -> None:
+        """Point proxy ``name`` at another upstream port (its open connections are closed)."""
+        self._call("POST", f"/proxies/{name}", {"upstream": f"127.0.0.1:{upstream_port}"})
+
     def add_toxic(
         self, proxy: str, kind: str, stream: str = "downstream", **attributes: int
     ) -> str:

@@ -23,6 +23,7 @@ class Owner:
         max_recreations: int = 3,
         assignment: tuple[tuple[str, int], ...] = (("in", 0),),
         new_epoch_per_abort: bool = True,
+        retried_after: float = 60.0,
     ) -> None:
         self.producers: list[FakeProducer] = []
         self.consumer = FakeConsumer(list(assignment))
@@ -38,6 +39,7 @@ class Owner:
             watchdog=idle_watchdog(),
             max_recreations=max_recreations,
             new_epoch_per_abort=new_epoch_per_abort,
+            retried_after=retried_after,
         )
         self.txn.on_abort(self._discard)
         self.txn.on_new_producer(self.rebound.append)
@@ -88,6 +90,21 @@ def test_after_a_retried_transactional_call_the_next_transaction_has_a_new_epoch
     o.txn.begin()
     o.txn.commit(OFFSETS)  # a clean commit: the epoch stays
     assert len(o.producers) == 2 and fresh.calls[-1] == "commit_transaction"
+
+
+def test_a_call_that_lasted_past_librdkafkas_own_request_timeout_counts_as_retried() -> None:
+    """librdkafka resends a timed-out EndTxn inside the call (socket.timeout.ms shorter than
+    the call's timeout) and returns success: no retriable error reaches the owner, only the
+    time says so. tests/chaos/test_held_endtxn.py shows the late original committing the next
+    transaction without the new epoch."""
+    o = Owner(retried_after=0.0)  # every call lasts at least that long
+    o.txn.begin()
+    o.txn.commit(OFFSETS)
+    assert len(o.producers) == 2 and o.txn.epoch_bumps == 1 and o.consumer.seeks == []
+    quick = Owner(retried_after=60.0)
+    quick.txn.begin()
+    quick.txn.commit(OFFSETS)
+    assert len(quick.producers) == 1 and quick.txn.epoch_bumps == 0
 
 
 def test_retries_of_an_error_that_comes_back_at_once_pause_and_back_off(
