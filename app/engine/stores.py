@@ -16,7 +16,7 @@ from app.engine.tasks import TaskAssignment, TaskProducers, task_id_prefix, task
 from app.engine.transactions import renews_epochs
 from app.engine.watchdog import Watchdog
 from app.kafka.clients import KAFKA, Clients
-from app.kafka.defaults import stuck_call_deadline
+from app.kafka.defaults import retried_after, stuck_call_deadline
 from app.kafka.ports import ConsumerPort
 from app.offsets import GroupOffsets, OffsetStore, TargetOffsets
 from app.ops.logs import librdkafka_logging
@@ -71,6 +71,7 @@ def cross_cluster_tasks(
         settings.call_timeout,
         stuck,
         new_epoch_per_abort=renews_epochs(faults.same_epoch_after_abort),
+        retried_after=retried_after(pconf),
     )  # fmt: skip
     target = settings.target_cluster()
     reader = {"bootstrap.servers": target.bootstrap_servers, **target.client_common(),

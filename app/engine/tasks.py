@@ -56,7 +56,10 @@ class TaskProducers:
             :func:`app.engine.stores.stuck_after`); default ``timeout`` + 15 s.
         new_epoch_per_abort: each aborted task's producer is replaced by a new, initialised one,
             so its next transaction runs under a new epoch (as
-            :meth:`app.engine.transactions.Transactions.abort` does for the one producer).
+            :meth:`app.engine.transactions.Transactions.abort` does for the one producer); so
+            is each task's whose commit was retried or lasted ``retried_after`` seconds
+            (librdkafka's own resend of a timed-out ``EndTxn``), once its transaction ended.
+        retried_after: :func:`app.kafka.defaults.retried_after` of the producers' settings.
     """
 
     def __init__(
@@ -67,9 +70,12 @@ class TaskProducers:
         timeout: float,
         stuck_after: float | None = None,
         new_epoch_per_abort: bool = True,
+        retried_after: float = 60.0,
     ) -> None:
         self._new_producer = new_producer
         self._new_epoch_per_abort = new_epoch_per_abort
+        self._retried_after = retried_after
+        self._retried: set[str] = set()  # tasks whose commit may have left an EndTxn behind
         self.epoch_bumps = 0
         self._id_of = id_of
         self._guard = guard
@@ -183,10 +189,13 @@ class TaskProducers:
                 committed position; going on would keep uncommitted state of one task).
         """
         for committed, (txn_id, producer) in enumerate(list(self._open.items())):
+            started = time.monotonic()
             try:
                 producer.commit_transaction(timeout)
             except KafkaException as exc:
                 self._raise_fenced(txn_id, exc)
+                if classify(exc) is Reaction.RETRY:
+                    self._retried.add(txn_id)
                 if committed and classify(exc) is not Reaction.RETRY:
                     self._failed = True
                     raise KafkaFatalError(
@@ -195,7 +204,10 @@ class TaskProducers:
                         f"state from its changelog at its committed position"
                     ) from exc
                 raise
+            if time.monotonic() - started >= self._retried_after:
+                self._retried.add(txn_id)
             del self._open[txn_id]
+        self._renew_retried()
 
     def abort_transaction(self, timeout: float = -1) -> None:
         """Abort every open task transaction, each task's next one under a new epoch
@@ -211,16 +223,27 @@ class TaskProducers:
                 self._raise_fenced(txn_id, exc)
                 raise
             del self._open[txn_id]
-            if self._new_epoch_per_abort and txn_id in self._producers:
-                started = time.monotonic()
-                self._producers[txn_id] = self._initialised(txn_id)  # the old one goes
-                self.epoch_bumps += 1
-                log.info(
-                    "task producer %s: new epoch after the abort (%.0f ms)",
-                    txn_id, (time.monotonic() - started) * 1000,
-                )  # fmt: skip
+            self._renew(txn_id, "the abort")
+        self._renew_retried()
 
     # ---- helpers ---------------------------------------------------------------------------
+
+    def _renew(self, txn_id: str, after: str) -> None:
+        """Replace the producer of ``txn_id`` by a new, initialised one: a new epoch."""
+        self._retried.discard(txn_id)
+        if self._new_epoch_per_abort and txn_id in self._producers:
+            started = time.monotonic()
+            self._producers[txn_id] = self._initialised(txn_id)  # the old one goes
+            self.epoch_bumps += 1
+            log.info(
+                "task producer %s: new epoch after %s (%.0f ms)",
+                txn_id, after, (time.monotonic() - started) * 1000,
+            )  # fmt: skip
+
+    def _renew_retried(self) -> None:
+        """A new epoch for each task whose ended transaction had a retried or slow commit."""
+        for txn_id in sorted(self._retried - set(self._open)):
+            self._renew(txn_id, "a retried commit")
 
     def _initialised(self, txn_id: str) -> ProducerPort:
         """A new producer of ``txn_id``, initialised: fences every earlier epoch of the id."""

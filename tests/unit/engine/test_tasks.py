@@ -17,7 +17,9 @@ from tests.unit.fakes import FakeProducer, RecordingGuard, idle_watchdog, kafka_
 class Rig:
     """``made``: the latest producer of each transactional id; ``every``: all, in order."""
 
-    def __init__(self, shared: bool = False, new_epoch_per_abort: bool = True) -> None:
+    def __init__(
+        self, shared: bool = False, new_epoch_per_abort: bool = True, retried_after: float = 60.0
+    ) -> None:
         self.made: dict[str, FakeProducer] = {}
         self.every: list[tuple[str, FakeProducer]] = []
         self.tasks = TaskProducers(
@@ -26,6 +28,7 @@ class Rig:
             idle_watchdog(),
             5.0,
             new_epoch_per_abort=new_epoch_per_abort,
+            retried_after=retried_after,
         )
 
     def _new(self, txn_id: str) -> FakeProducer:
@@ -138,6 +141,31 @@ def test_an_abort_gives_each_aborted_task_a_new_epoch_and_leaves_the_others() ->
     rig.tasks.produce("out", b"v2", None)  # the next transaction: on the new producer
     assert fresh.calls == ["init_transactions", "begin_transaction", "produce"]
     assert aborted.calls.count("produce") == 1
+
+
+def test_a_task_whose_commit_was_retried_or_slow_gets_a_new_epoch_after_it() -> None:
+    """A retried commit (or one lasting librdkafka's own resend time) may have left an EndTxn
+    in the network: that task's next transaction runs on a new producer; the others keep
+    theirs (tests/chaos/test_held_endtxn.py shows the hazard for the one producer)."""
+    rig = Rig()
+    rig.tasks.assign([0, 1])
+    for task in (0, 1):
+        rig.tasks.select(task)
+        rig.tasks.produce("out", b"v", None)
+    retried, kept = rig.made["g-task-0"], rig.made["g-task-1"]
+    retried.fail["commit_transaction"].append(kafka_exc(KafkaError._TIMED_OUT, retriable=True))
+    with pytest.raises(Exception, match="_TIMED_OUT"):
+        rig.tasks.commit_transaction(5)
+    rig.tasks.commit_transaction(5)  # the ladder asks again: both commit
+    assert rig.made["g-task-0"] is not retried and rig.made["g-task-1"] is kept
+    assert rig.tasks.epoch_bumps == 1
+    slow = Rig(retried_after=0.0)  # every commit lasts that long
+    slow.tasks.assign([0])
+    slow.tasks.select(0)
+    slow.tasks.produce("out", b"v", None)
+    first = slow.made["g-task-0"]
+    slow.tasks.commit_transaction(5)
+    assert slow.made["g-task-0"] is not first and slow.tasks.epoch_bumps == 1
 
 
 def test_with_the_same_epoch_fault_an_aborted_task_keeps_its_producer() -> None:
