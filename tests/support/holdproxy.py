@@ -50,6 +50,7 @@ class HoldProxy:
         self._armed: int | None = None
         self._lock = threading.Lock()
         self.held: list[Held] = []
+        self._sockets: list[socket.socket] = []  # every connection's two ends, closed at close()
         self._closed = False
         threading.Thread(target=self._accept, daemon=True, name="holdproxy").start()
 
@@ -68,6 +69,10 @@ class HoldProxy:
     def close(self) -> None:
         self._closed = True
         self._server.close()
+        with self._lock:
+            sockets, self._sockets = self._sockets, []
+        for sock in sockets:
+            sock.close()
 
     def _accept(self) -> None:
         while not self._closed:
@@ -76,6 +81,8 @@ class HoldProxy:
             except OSError:
                 return
             upstream = socket.create_connection(("127.0.0.1", self.upstream_port))
+            with self._lock:
+                self._sockets += [client, upstream]
             waiting: dict[int, Held] = {}
             threading.Thread(target=self._up, args=(client, upstream, waiting), daemon=True).start()
             threading.Thread(
