@@ -55,7 +55,10 @@ DELTA_CONF: Mapping[str, str] = {
 
 
 def build_session(
-    app_name: str, master: str | None = "local[2]", conf: Mapping[str, str] | None = None
+    app_name: str,
+    master: str | None = "local[2]",
+    conf: Mapping[str, str] | None = None,
+    log_level: str = "WARN",
 ) -> SparkSession:
     """Create (or return the running) SparkSession with the Kafka source and Delta on board.
 
@@ -63,12 +66,13 @@ def build_session(
         app_name: shown in logs and the Spark UI.
         master: Spark master URL; None keeps whatever ``spark-submit`` configured.
         conf: extra settings, applied last.
+        log_level: Spark's own log level on stderr (WARN, or ERROR: ``make demo``).
     """
     jars = ",".join(str(p) for p in ensure_jars())
     builder = SparkSession.builder.appName(app_name).config("spark.jars", jars)
     scratch = str(claim_scratch())
     log4j = Path(scratch) / "log4j2.properties"
-    log4j.write_text(LOG4J2_PROPERTIES)
+    log4j.write_text(LOG4J2_PROPERTIES.replace("level = warn", f"level = {log_level.lower()}"))
     builder = builder.config("spark.local.dir", scratch).config(
         "spark.driver.extraJavaOptions",
         f"-Djava.io.tmpdir={scratch} -Dlog4j2.configurationFile=file:{log4j}",
@@ -80,7 +84,7 @@ def build_session(
         builder = builder.config(key, value)
     with _local_dirs(scratch):
         spark = builder.getOrCreate()
-    spark.sparkContext.setLogLevel("WARN")
+    spark.sparkContext.setLogLevel(log_level)
     return spark
 
 
