@@ -36,9 +36,15 @@ LOCAL_DEFAULTS: Mapping[str, str] = {
 # The driver's log4j2 setup: Spark's own defaults (WARN and up, on stderr), but each event on
 # one line and without its stack trace. A failed query is reported once, in one line, by
 # spark_jobs.failures; the pages of Java frames Spark logs on the way are what made a missing
-# topic print 420 lines. --conf spark.driver.extraJavaOptions=... replaces this for debugging.
+# topic print 420 lines. The shell loggers' level is the root's: when they differ, Spark prints
+# "Setting default log level to ..." on stderr at start. --conf spark.driver.extraJavaOptions=...
+# replaces this for debugging.
 LOG4J2_PROPERTIES = r"""
 rootLogger.level = warn
+logger.repl.name = org.apache.spark.repl.Main
+logger.repl.level = warn
+logger.gateway.name = org.apache.spark.api.python.PythonGatewayServer
+logger.gateway.level = warn
 rootLogger.appenderRef.stderr.ref = console
 appender.console.type = Console
 appender.console.name = console
