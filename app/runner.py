@@ -22,13 +22,14 @@ from http.server import ThreadingHTTPServer
 from types import FrameType
 from typing import Any
 
-from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
 from app.config import BridgeSettings
 from app.engine.departure import leave_group
 from app.engine.faults import NO_FAULTS, Faults
 from app.engine.loop import Bridge
+from app.engine.refusal import refusal
 from app.engine.start import build
 from app.engine.watchdog import Watchdog
 from app.errors import BridgeError, ConfigError, InstanceFenced, KafkaFatalError, RecordError
@@ -268,33 +269,12 @@ def _build(
     """The bridge, or the exit code after one line saying why it cannot start."""
     try:
         return build(settings, metrics, health, watchdog, replaying=replaying, faults=faults)
-    except ConfigError as exc:
-        log.error("%s", exc)
-        return EXIT_CONFIG
-    except KafkaFatalError as exc:
-        log.error("cannot start: %s", exc)
-    except KafkaException as exc:  # a start-up request a faulty cluster refused unmapped
-        if _invalid_arg(exc):  # librdkafka refused a client's configuration: no restart helps
-            log.error("cannot start: librdkafka refuses the client settings: %s", describe(exc))
-            return EXIT_CONFIG
-        log.error("cannot start: %s; exiting so Kubernetes restarts the instance", describe(exc))
-    except RegistryUnavailable as exc:  # still unreachable at startup_timeout
-        log.error("cannot start: %s; exiting so Kubernetes restarts the instance", exc)
-    except TimeoutError as exc:  # an admin request the broker never answered (a busy broker)
-        log.error(
-            "cannot start: Kafka did not answer a start-up request within startup_timeout="
-            "%.0fs%s; exiting so Kubernetes restarts the instance",
-            settings.startup_timeout,
-            f" ({exc})" if str(exc) else "",
-        )
-    return EXIT_FATAL
-
-
-def _invalid_arg(exc: KafkaException) -> bool:
-    """Client creation refused its configuration (``_INVALID_ARG``): the user's settings
-    together with the bridge's (each user key alone was checked: app.kafka.probe)."""
-    err = exc.args[0] if exc.args else None
-    return isinstance(err, KafkaError) and err.code() == KafkaError._INVALID_ARG
+    except (ConfigError, KafkaFatalError, KafkaException, RegistryUnavailable, TimeoutError) as exc:
+        said = refusal(exc, settings)
+        if said is None:
+            raise
+        log.error("%s", said.for_run())
+        return said.code
 
 
 _REJOIN = -1  # not an exit code: build the bridge again (a fence answered in-process)

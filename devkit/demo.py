@@ -24,11 +24,25 @@ import orjson
 
 from app.kafka.topics import create_topic, end_offsets, read_all, seed
 from app.offsets.group import committed_offsets
+from app.ops.logs import librdkafka_logging
 from devkit.kafka import LocalKafka
 
 REPO = Path(__file__).resolve().parents[1]
 RECORDS, BATCH, PARTITIONS = 60_000, 3_000, 4
 IN, OUT, DLQ, GROUP = "payments", "payments-enriched", "payments-enriched.dlq", "demo"
+# What the demo prints is its own lines; its Kafka clients' librdkafka lines (a transient
+# "GETPID ... Coordinator load in progress: retrying" while the broker starts) go to DEBUG, as
+# the bridge's start-up checks do; the bridge's own log is bridge.log, kept if anything fails.
+QUIET = librdkafka_logging(reported_elsewhere=True)
+DISTINCT_NOTE = (
+    "demo: distinct_ids is approx_count_distinct (HyperLogLog, relative error ~5%): in a window "
+    "with few records it can exceed record_count; the counts and sums are exact"
+)
+
+
+def _quiet(bootstrap: str) -> dict[str, object]:
+    """The demo's own clients of ``bootstrap``: librdkafka's log lines at DEBUG."""
+    return {"bootstrap.servers": bootstrap, **QUIET}
 
 
 def _traffic(bootstrap: str, done: threading.Event) -> None:
@@ -58,7 +72,7 @@ def _traffic(bootstrap: str, done: threading.Event) -> None:
                     )
                 )
             keys.append(user.encode())
-        seed(bootstrap, IN, values, keys)
+        seed(_quiet(bootstrap), IN, values, keys)
         time.sleep(0.25)
     done.set()
 
@@ -83,12 +97,12 @@ def _bridge(bootstrap: str, state_dir: Path, log: Path) -> subprocess.Popen[byte
 
 
 def _committed(bootstrap: str) -> int:
-    return sum(max(0, o) for o in committed_offsets(bootstrap, GROUP, IN).values())
+    return sum(max(0, o) for o in committed_offsets(_quiet(bootstrap), GROUP, IN).values())
 
 
 def _progress(bootstrap: str) -> float:
-    ends = end_offsets(bootstrap, IN)
-    done = committed_offsets(bootstrap, GROUP, IN)
+    ends = end_offsets(_quiet(bootstrap), IN)
+    done = committed_offsets(_quiet(bootstrap), GROUP, IN)
     return sum(max(0, done.get(p, 0)) for p in ends) / max(1, sum(ends.values()))
 
 
@@ -102,7 +116,7 @@ def _wait(condition: object, timeout: float, what: str) -> None:
 
 def _open_records(bootstrap: str) -> int:
     """Output records inside an open transaction (high watermark minus last stable offset)."""
-    hw, lso = end_offsets(bootstrap, OUT, False), end_offsets(bootstrap, OUT, True)
+    hw, lso = end_offsets(_quiet(bootstrap), OUT, False), end_offsets(_quiet(bootstrap), OUT, True)
     return sum(hw[p] - lso.get(p, 0) for p in hw)
 
 
@@ -122,8 +136,8 @@ def _kill_inside_a_transaction(bootstrap: str, bridge: subprocess.Popen[bytes]) 
 
 def _leftovers(bootstrap: str) -> None:
     """What the kill left: records a read_uncommitted reader sees and read_committed never."""
-    committed = len(read_all(bootstrap, OUT, read_committed=True))
-    everything = len(read_all(bootstrap, OUT, read_committed=False))
+    committed = len(read_all(_quiet(bootstrap), OUT, read_committed=True))
+    everything = len(read_all(_quiet(bootstrap), OUT, read_committed=False))
     print(
         f"demo: output topic: read_uncommitted sees {everything} records, read_committed "
         f"{committed}: {everything - committed} aborted records, 0 of them visible to "
@@ -138,9 +152,9 @@ def main() -> int:
     with LocalKafka(work / "kafka") as kafka:
         bootstrap = kafka.bootstrap
         print(f"demo: broker up at {bootstrap}; topics {IN} -> {OUT} (+ {DLQ})", flush=True)
-        create_topic(bootstrap, IN, PARTITIONS)
-        create_topic(bootstrap, OUT, PARTITIONS)
-        create_topic(bootstrap, DLQ, 1)
+        create_topic(_quiet(bootstrap), IN, PARTITIONS)
+        create_topic(_quiet(bootstrap), OUT, PARTITIONS)
+        create_topic(_quiet(bootstrap), DLQ, 1)
         fed = threading.Event()
         feeder = threading.Thread(target=_traffic, args=(bootstrap, fed), daemon=True)
         feeder.start()
@@ -163,12 +177,20 @@ def main() -> int:
         print("demo: verify ->", end=" ", flush=True)
         audit = subprocess.run(verify, check=False)
         spark = _spark_summary(bootstrap, work)
-    failed = audit.returncode or spark or code
+        dead = _dead_letters(bootstrap)
+    failed = audit.returncode or spark or code or dead
     if failed:
         print(f"demo: something failed; logs kept under {work} (bridge log: {log})")
     else:
         shutil.rmtree(work, ignore_errors=True)
     return failed
+
+
+def _dead_letters(bootstrap: str) -> int:
+    """The dead letters the malformed records became: ``dlq summary``, the next command."""
+    print(f"demo: the malformed records, in {DLQ} -> eos-bridge dlq summary {DLQ}", flush=True)
+    summary = [sys.executable, "-m", "app", "dlq", "summary", DLQ, "--bootstrap", bootstrap]
+    return subprocess.run(summary, check=False).returncode
 
 
 def _spark_summary(bootstrap: str, work: Path) -> int:
@@ -184,9 +206,11 @@ def _spark_summary(bootstrap: str, work: Path) -> int:
     args = [
         "--bootstrap", bootstrap, "--topic", OUT, "--key-field", "user", "--window", "1 minute",
         "--table", str(spark / "aggregates"), "--checkpoint", str(spark / "checkpoint"),
-        "--show", "10",
+        "--show", "10", "--spark-log-level", "ERROR",
     ]  # fmt: skip
-    return spark_stream(args)
+    code = spark_stream(args)
+    print(DISTINCT_NOTE, flush=True)
+    return code
 
 
 if __name__ == "__main__":

@@ -179,7 +179,9 @@ def _main(args: argparse.Namespace) -> int:
     cfg = config_from(args)
     check_writable("--table", cfg.table)  # before Spark starts
     check_registry(cfg.source)
-    spark = build_session("eos-bridge-backfill", args.master or None, cli.spark_conf_from(args))
+    spark = build_session(
+        "eos-bridge-backfill", args.master or None, cli.spark_conf_from(args), args.spark_log_level
+    )
     summary = run_backfill(spark, cfg)
     print(f"backfill summary: {summary}")
     return 0

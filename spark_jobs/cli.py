@@ -70,6 +70,12 @@ def add_source_args(parser: argparse.ArgumentParser) -> None:
         "--table", help="absolute path or URL of the Delta table (default: the spec's)"
     )
     parser.add_argument(
+        "--spark-log-level",
+        default="WARN",
+        choices=("WARN", "ERROR"),
+        help="Spark's own log level on stderr (make demo: ERROR)",
+    )
+    parser.add_argument(
         "--log-level",
         default="INFO",
         choices=("DEBUG", "INFO", "WARNING"),

@@ -36,9 +36,15 @@ LOCAL_DEFAULTS: Mapping[str, str] = {
 # The driver's log4j2 setup: Spark's own defaults (WARN and up, on stderr), but each event on
 # one line and without its stack trace. A failed query is reported once, in one line, by
 # spark_jobs.failures; the pages of Java frames Spark logs on the way are what made a missing
-# topic print 420 lines. --conf spark.driver.extraJavaOptions=... replaces this for debugging.
+# topic print 420 lines. The shell loggers' level is the root's: when they differ, Spark prints
+# "Setting default log level to ..." on stderr at start. --conf spark.driver.extraJavaOptions=...
+# replaces this for debugging.
 LOG4J2_PROPERTIES = r"""
 rootLogger.level = warn
+logger.repl.name = org.apache.spark.repl.Main
+logger.repl.level = warn
+logger.gateway.name = org.apache.spark.api.python.PythonGatewayServer
+logger.gateway.level = warn
 rootLogger.appenderRef.stderr.ref = console
 appender.console.type = Console
 appender.console.name = console
@@ -55,7 +61,10 @@ DELTA_CONF: Mapping[str, str] = {
 
 
 def build_session(
-    app_name: str, master: str | None = "local[2]", conf: Mapping[str, str] | None = None
+    app_name: str,
+    master: str | None = "local[2]",
+    conf: Mapping[str, str] | None = None,
+    log_level: str = "WARN",
 ) -> SparkSession:
     """Create (or return the running) SparkSession with the Kafka source and Delta on board.
 
@@ -63,12 +72,13 @@ def build_session(
         app_name: shown in logs and the Spark UI.
         master: Spark master URL; None keeps whatever ``spark-submit`` configured.
         conf: extra settings, applied last.
+        log_level: Spark's own log level on stderr (WARN, or ERROR: ``make demo``).
     """
     jars = ",".join(str(p) for p in ensure_jars())
     builder = SparkSession.builder.appName(app_name).config("spark.jars", jars)
     scratch = str(claim_scratch())
     log4j = Path(scratch) / "log4j2.properties"
-    log4j.write_text(LOG4J2_PROPERTIES)
+    log4j.write_text(LOG4J2_PROPERTIES.replace("level = warn", f"level = {log_level.lower()}"))
     builder = builder.config("spark.local.dir", scratch).config(
         "spark.driver.extraJavaOptions",
         f"-Djava.io.tmpdir={scratch} -Dlog4j2.configurationFile=file:{log4j}",
@@ -80,7 +90,7 @@ def build_session(
         builder = builder.config(key, value)
     with _local_dirs(scratch):
         spark = builder.getOrCreate()
-    spark.sparkContext.setLogLevel("WARN")
+    spark.sparkContext.setLogLevel(log_level)
     return spark
 
 

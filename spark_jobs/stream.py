@@ -387,7 +387,9 @@ def _main(
     _check_paths(cfg)  # before Spark starts: a mistake here costs no JVM start-up
     check_registry(cfg.source)
     check_catalog(cfg.spec)
-    spark = build_session("eos-bridge-stream", args.master or None, cli.spark_conf_from(args))
+    spark = build_session(
+        "eos-bridge-stream", args.master or None, cli.spark_conf_from(args), args.spark_log_level
+    )
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     summary = run_stream(spark, cfg, stop, faults, iceberg_fault)

@@ -15,6 +15,7 @@ import sys
 from collections.abc import Sequence
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from confluent_kafka import KafkaException
 
@@ -35,6 +36,9 @@ from app.errors import ConfigError
 from app.kafka.errors import describe
 from app.ops import logs
 from app.settings_checks import ineffective_settings
+
+if TYPE_CHECKING:
+    from app.pipeline.builder import Pipeline
 
 EXIT_USAGE = 2
 # ``check-config`` names the rebalance protocol the group runs (``group_protocol``).
@@ -73,22 +77,16 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_check_config(args: argparse.Namespace) -> int:
-    """Validate the settings, compile the pipeline and optionally check the topics exist."""
-    from confluent_kafka.admin import AdminClient
-
-    from app.engine.preflight import wanted_topics
+    """Validate the settings, compile the pipeline; with ``--check-topics`` also make every
+    start-up check ``run`` makes (app.engine.preflight.check_only), refusing with ``run``'s line."""
     from app.engine.repartition import regroup_plan
     from app.engine.wiring import build_pipeline
-    from app.kafka.admin import refuse_compacted_dlq, require_topics
 
     settings = _settings(args)
     pipeline = build_pipeline(settings)
     plan = regroup_plan(settings, pipeline)  # two clusters: refused here too
     if args.check_topics:
-        require_topics(settings, wanted_topics(settings), settings.startup_timeout)
-        if settings.on_error == "dlq":
-            admin = AdminClient(settings.target_cluster().client_config())
-            refuse_compacted_dlq(admin, settings.dead_letter_topic, settings.startup_timeout)
+        _start_up_checks(settings, pipeline)
     print(json.dumps(settings.masked(), indent=2, default=str))
     topics = ", topics exist" if args.check_topics else ""
     summary = pipeline.describe()
@@ -100,6 +98,29 @@ def cmd_check_config(args: argparse.Namespace) -> int:
     print(f"eos-bridge: group protocol: {protocol}", file=sys.stderr)
     print(f"eos-bridge: configuration ok: {summary}{topics}", file=sys.stderr)
     return 0
+
+
+def _start_up_checks(settings: BridgeSettings, pipeline: Pipeline) -> None:
+    """``run``'s start-up checks; a refusal is ``run``'s first error line (as a ConfigError:
+    one line, exit 2, whatever ``run``'s code for it; a TimeoutError or an unreachable
+    registry is exit 3 there, the restart trying again)."""
+    from app.engine.preflight import check_only
+    from app.engine.refusal import refusal
+    from app.serde.registry_settings import RegistryUnavailable
+
+    said_as = logging.StreamHandler(sys.stderr)  # what run logs as warnings, said as warnings
+    said_as.setFormatter(logging.Formatter("eos-bridge: warning: %(message)s"))
+    said_as.setLevel(logging.WARNING)
+    logging.getLogger().addHandler(said_as)
+    try:
+        check_only(settings, pipeline)
+    except (KafkaException, RegistryUnavailable, TimeoutError) as exc:
+        said = refusal(exc, settings)
+        if said is None:
+            raise
+        raise ConfigError(said.line) from None
+    finally:
+        logging.getLogger().removeHandler(said_as)
 
 
 def cmd_reset_state(args: argparse.Namespace) -> int:
@@ -162,7 +183,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     check.add_argument("--pipeline", help="Python pipeline as module:attr (or BRIDGE_PIPELINE)")
     check.add_argument(
-        "--check-topics", action="store_true", help="also check that every topic exists"
+        "--check-topics",
+        action="store_true",
+        help="also make every start-up check run makes: clusters, credentials, ACLs, each "
+        "topic on its cluster, registries and output schemas (registered as run does)",
     )
     check.set_defaults(func=cmd_check_config)
 

@@ -91,9 +91,27 @@ def check(settings: BridgeSettings, pipeline: Pipeline) -> Preflight:
     changelogs = None
     if pipeline.stateful:
         changelogs = prepare_changelogs(settings, pipeline, None if plan is None else [plan.topic])
-    return Preflight(
-        frozenset(topics), limits, keep, admin, plan, formats, registry, changelogs
-    )  # fmt: skip
+    return Preflight(frozenset(topics), limits, keep, admin, plan, formats, registry, changelogs)
+
+
+def check_only(settings: BridgeSettings, pipeline: Pipeline) -> None:
+    """The checks of :func:`check` in its order, for ``check-config``, so that it refuses what
+    ``run`` refuses with the same line: the clusters (TLS, credentials, ACLs, each topic on the
+    cluster of its role: inputs on the source, outputs and the dead-letter topic on the
+    target), the registries (reachable, credentials, schema files, the output schemas
+    registered or looked up under their subjects, as ``run`` does) and a two-cluster offsets
+    topic's policy. It creates no topic: a repartition, offsets or changelog topic that is
+    missing is ``run``'s to create.
+
+    Raises:
+        ConfigError: as :func:`check`; RegistryUnavailable, KafkaException, TimeoutError too.
+    """
+    _, _, admin, _ = clusters(settings, pipeline)
+    registries(settings)  # a one-shot command: its registry clients end with the process
+    if settings.cross_cluster and settings.exactly_once:
+        prepare_offsets_topic(
+            admin, offsets_topic(settings), settings.startup_timeout, create=False
+        )
 
 
 def offsets_topic(settings: BridgeSettings) -> str:
@@ -136,9 +154,10 @@ def _keep_partition(
         return False  # a key_by's outputs go where their new key hashes to
     outputs, timeout = settings.output_topics, settings.startup_timeout
     mismatches = partition_mismatches(
-        outputs, partition_counts(source, outputs, timeout),
+        outputs,
+        partition_counts(source, outputs, timeout),
         partition_counts(target, outputs.values(), timeout),
-    )  # fmt: skip
+    )
     keep = keeps_partition(settings.keep_partition, mismatches)
     log.info("records %s their input partition", "keep" if keep else "do not keep")
     return keep
@@ -157,10 +176,14 @@ def _check_cluster(
     }
     admin, existing = connect(conf, settings.startup_timeout)
     check_acls(
-        admin, conf, read_topics=read, write_topics=written,
+        admin,
+        conf,
+        read_topics=read,
+        write_topics=written,
         group=settings.group_id if read else None,
-        timeout=settings.startup_timeout, existing=existing,
-    )  # fmt: skip
+        timeout=settings.startup_timeout,
+        existing=existing,
+    )
     require_topics(cluster, read + written, settings.startup_timeout, existing)
     return admin, existing
 
@@ -205,9 +228,10 @@ def registries(settings: BridgeSettings) -> tuple[serde.Formats, RegistryProbes 
     names = [getattr(settings, name) for name in serde.FORMAT_SETTINGS]
     registry, target = settings.schema_registry, settings.target_registry
     translate = (
-        target is not None and settings.schema_ids == "translate"
+        target is not None
+        and settings.schema_ids == "translate"
         and settings.output_format == "bytes"
-    )  # fmt: skip
+    )
     if registry is None or not (set(names) & set(serde.REGISTRY_FORMATS) or translate):
         return serde.formats(*names), None
     # imported here: a JSON pipeline never loads the registry client (issue 57)
@@ -223,13 +247,20 @@ def registries(settings: BridgeSettings) -> tuple[serde.Formats, RegistryProbes 
     probe = RegistryProbes(*probes)
     probe.check_at_start(time.monotonic() + settings.startup_timeout)
     schemas = {
-        Role.INPUT_VALUE: settings.input_schema, Role.INPUT_KEY: settings.input_key_schema,
-        Role.OUTPUT_VALUE: settings.output_schema, Role.OUTPUT_KEY: settings.output_key_schema,
-    }  # fmt: skip
+        Role.INPUT_VALUE: settings.input_schema,
+        Role.INPUT_KEY: settings.input_key_schema,
+        Role.OUTPUT_VALUE: settings.output_schema,
+        Role.OUTPUT_KEY: settings.output_key_schema,
+    }
     formats = serde.formats(
-        *names, registry=registry, schemas=schemas, client=client,
-        target=target, target_client=target_client, translate=translate,
-    )  # fmt: skip
+        *names,
+        registry=registry,
+        schemas=schemas,
+        client=client,
+        target=target,
+        target_client=target_client,
+        translate=translate,
+    )
     for codec in (formats.value_out, formats.key_out):
         if isinstance(codec, RegistryCodec):
             for topic in dict.fromkeys(settings.output_topics.values()):
@@ -241,9 +272,13 @@ def _prepare(codec: RegistryCodec, topic: str) -> None:
     """Register or look up an output schema at start (the registry down now: exit 3)."""
     schema_id = codec.prepare(topic)
     log.info(
-        "%s %s: schema ID %d under subject %r in %s", codec.role.value, codec.name,
-        schema_id, codec.subject(topic), codec.registry.safe_url,
-    )  # fmt: skip
+        "%s %s: schema ID %d under subject %r in %s",
+        codec.role.value,
+        codec.name,
+        schema_id,
+        codec.subject(topic),
+        codec.registry.safe_url,
+    )
 
 
 def state_client(settings: BridgeSettings) -> dict[str, Any]:
@@ -288,9 +323,12 @@ def _source_admin(settings: BridgeSettings) -> AdminClient:
     """An admin client of the source cluster: the inputs' partition counts are read there."""
     source = settings.source()
     return AdminClient(
-        {"bootstrap.servers": source.bootstrap_servers, **source.client_common(),
-         **librdkafka_logging()}
-    )  # fmt: skip
+        {
+            "bootstrap.servers": source.bootstrap_servers,
+            **source.client_common(),
+            **librdkafka_logging(),
+        }
+    )
 
 
 def _partition_count(admin: Any, topic: str, timeout: float) -> int:

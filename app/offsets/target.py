@@ -105,11 +105,16 @@ def fold_positions(
     return positions
 
 
-def prepare_offsets_topic(admin: AdminClient, topic: str, timeout: float) -> None:
+def prepare_offsets_topic(
+    admin: AdminClient, topic: str, timeout: float, *, create: bool = True
+) -> None:
     """Create the offsets topic (compacted, one partition) when missing; refuse one that is not
-    compacted (exit 2, one line: positions would be deleted by retention)."""
+    compacted (exit 2, one line: positions would be deleted by retention). ``create=False``
+    (``check-config``): a missing one is left for ``run`` to create."""
     existing = admin.list_topics(timeout=timeout).topics
     if topic not in existing:
+        if not create:
+            return
         spec = NewTopic(topic, 1, config={"cleanup.policy": "compact"})
         try:
             admin.create_topics([spec], operation_timeout=timeout)[topic].result(timeout)
