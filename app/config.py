@@ -170,7 +170,8 @@ class BridgeSettings(ConnectionSettings):
     transactional_id_prefix: str | None = Field(None, description="default: group_id")
     static_membership: bool = Field(True, description="group.instance.id = instance_id")
     group_protocol: Literal["classic", "consumer"] = Field(
-        "classic", description="consumer: KIP-848 incremental rebalancing (brokers >= 4.0)"
+        "consumer",
+        description="consumer: KIP-848 incremental rebalancing (brokers >= 4.0); classic: eager",
     )
     leave_group_on_shutdown: Literal["scale-in", "always", "never"] = Field(
         "scale-in",
