@@ -28,9 +28,18 @@ from confluent_kafka.admin import AdminClient
 from app.config import BridgeSettings
 from app.engine.faults import NO_FAULTS, Faults
 from app.engine.loop import Bridge
+from app.engine.rejoin import UNRELEASED_RETRY_S, Rejoins
 from app.engine.start import build
 from app.engine.watchdog import Watchdog
-from app.errors import BridgeError, ConfigError, InstanceFenced, KafkaFatalError, RecordError
+from app.errors import (
+    BridgeError,
+    ConfigError,
+    InstanceFenced,
+    InstanceIdUnreleased,
+    KafkaFatalError,
+    RecordError,
+)
+from app.kafka.admin import group_session_timeout_ms
 from app.kafka.errors import describe
 from app.kafka.leave import LeaveFailed, remove_static_member
 from app.kafka.stable import stable_offsets, written_partitions
@@ -86,22 +95,6 @@ class _Stop:
             self.bridge.stopping = True
 
 
-class _Rejoins:
-    """Whether a fence may be answered in-process: not twice within ``window_s``."""
-
-    def __init__(self, window_s: float, clock: Callable[[], float] = time.monotonic) -> None:
-        self._window_s = window_s
-        self._clock = clock
-        self._last: float | None = None
-
-    def allow(self) -> bool:
-        now = self._clock()
-        if self._last is not None and now - self._last < self._window_s:
-            return False
-        self._last = now
-        return True
-
-
 def run(
     settings: BridgeSettings,
     *,
@@ -133,7 +126,7 @@ def run(
     watchdog.watch_signals(settings.shutdown_timeout)
     if until is not None:
         _stop_when(stop, until)
-    rejoins = _Rejoins(REJOIN_WINDOW_S)
+    rejoins = Rejoins(REJOIN_WINDOW_S, lambda: _group_session_s(settings))
     try:
         while True:
             built = _build_unless_stopped(
@@ -143,7 +136,7 @@ def run(
                 return built
             unstable = unstable or _watch_unstable(settings, metrics)
             stop.hand_to(built)
-            code = _run(built, rejoin=lambda: not stop.requested and rejoins.allow())
+            code = _run(built, rejoin=lambda exc: not stop.requested and rejoins.allow(exc))
             if code == EXIT_OK:
                 leave_group(settings)
             if code is not _REJOIN:
@@ -162,6 +155,15 @@ def run(
         watchdog.stop()
         if server is not None:
             server.shutdown()
+
+
+def _group_session_s(settings: BridgeSettings) -> float | None:
+    """The group's session timeout as the broker holds it (KIP-848), None if it does not say."""
+    source = settings.source()
+    conf = {"bootstrap.servers": source.bootstrap_servers, **source.client_common()}
+    admin = AdminClient({**conf, **librdkafka_logging()})
+    ms = group_session_timeout_ms(admin, settings.group_id, settings.call_timeout)
+    return None if ms is None else ms / 1000
 
 
 def leave_group(settings: BridgeSettings, pod: Pod | None = None) -> bool:
@@ -337,7 +339,7 @@ def _invalid_arg(exc: KafkaException) -> bool:
 _REJOIN = -1  # not an exit code: build the bridge again (a fence answered in-process)
 
 
-def _run(bridge: Bridge, rejoin: Callable[[], bool] = lambda: False) -> int:
+def _run(bridge: Bridge, rejoin: Callable[[InstanceFenced], bool] = lambda _: False) -> int:
     """Run the built bridge; every way it can end, as an exit code (or :data:`_REJOIN` after a
     fence that ``rejoin()`` allows to be answered in-process)."""
     try:
@@ -347,8 +349,16 @@ def _run(bridge: Bridge, rejoin: Callable[[], bool] = lambda: False) -> int:
     except RecordError as exc:
         log.error("stopping: %s", exc)
         code = EXIT_RECORD
+    except InstanceIdUnreleased as exc:
+        if rejoin(exc):
+            log.warning("%s; joining again in %.0fs", exc, UNRELEASED_RETRY_S)
+            time.sleep(UNRELEASED_RETRY_S)
+            code = _REJOIN
+        else:
+            log.error("fenced: %s, for longer than its session timeout: a live twin", exc)
+            code = EXIT_FENCED
     except InstanceFenced as exc:
-        if rejoin():
+        if rejoin(exc):
             log.warning(
                 "%s; closing and joining the group again in-process (a second fence within "
                 "%.0fs exits 5)", exc, REJOIN_WINDOW_S,

@@ -17,6 +17,7 @@ from app.errors import (
     ConfigError,
     DeserializationError,
     InstanceFenced,
+    InstanceIdUnreleased,
     KafkaFatalError,
     OffsetsUnfetched,
 )
@@ -25,6 +26,7 @@ from app.kafka.errors import (
     classify_consumer,
     describe,
     group_protocol_unsupported,
+    instance_id_unreleased,
     offsets_unfetched,
 )
 from app.kafka.ports import Message
@@ -98,6 +100,13 @@ def consumer_error(err: KafkaError, instance_id: str) -> None:
             "group_protocol=consumer (BRIDGE_GROUP_PROTOCOL): the group coordinator does not "
             f"speak KIP-848 ({describe(err)}); brokers before Kafka 4.0 need "
             "BRIDGE_GROUP_PROTOCOL=classic"
+        )
+    if instance_id_unreleased(err):
+        raise InstanceIdUnreleased(
+            f"the group still holds a member with instance_id={instance_id!r} "
+            f"(group.instance.id) that has not left ({describe(err)}): this instance's "
+            f"previous process until its session times out, or another live instance with the "
+            f"same id"
         )
     reaction = classify_consumer(err)
     if reaction is Reaction.INSTANCE_FENCED:
