@@ -126,7 +126,9 @@ def run(
     watchdog.watch_signals(settings.shutdown_timeout)
     if until is not None:
         _stop_when(stop, until)
-    rejoins = Rejoins(REJOIN_WINDOW_S, lambda: _group_session_s(settings))
+    rejoins = Rejoins(
+        REJOIN_WINDOW_S, lambda: _group_session_s(settings), release=lambda: _release(settings)
+    )
     try:
         while True:
             built = _build_unless_stopped(
@@ -155,6 +157,27 @@ def run(
         watchdog.stop()
         if server is not None:
             server.shutdown()
+
+
+def _release(settings: BridgeSettings) -> bool:
+    """KIP-848 refused this instance's id: a member that never left holds it (its own killed
+    process, or a live twin). Remove that member (app.engine.rejoin); never raises."""
+    source, member = settings.source(), (settings.group_id, settings.instance_id)
+    reason = "eos-bridge restarted: releasing its earlier membership"
+    timeout = min(LEAVE_TIMEOUT_S, settings.call_timeout)
+    try:
+        removed = remove_static_member(
+            source.bootstrap_servers, source.client_common(), *member, reason, timeout
+        )
+    except LeaveFailed as exc:
+        log.warning("could not release instance_id %r: %s", settings.instance_id, exc)
+        return False
+    log.warning(
+        "group %r, instance_id %r: held by a member that never left (this instance's earlier "
+        "process, killed, or a live twin); removed it and joining again at once",
+        *member,
+    )
+    return removed
 
 
 def _group_session_s(settings: BridgeSettings) -> float | None:
@@ -351,7 +374,7 @@ def _run(bridge: Bridge, rejoin: Callable[[InstanceFenced], bool] = lambda _: Fa
         code = EXIT_RECORD
     except InstanceIdUnreleased as exc:
         if rejoin(exc):
-            log.warning("%s; joining again in %.0fs", exc, UNRELEASED_RETRY_S)
+            log.info("%s; joining again in %.0fs", exc, UNRELEASED_RETRY_S)
             time.sleep(UNRELEASED_RETRY_S)
             code = _REJOIN
         else:

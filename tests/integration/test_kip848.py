@@ -71,14 +71,15 @@ def test_a_broker_without_kip848_is_one_line_naming_the_setting_exit_2(
     assert "Traceback" not in logs
 
 
-def test_a_held_instance_id_waits_for_its_session_then_a_live_twin_exits_5(
+def test_a_held_instance_id_is_released_and_a_live_twin_exits_5(
     kafka: KafkaFixture, bridges: MakeBridge
 ) -> None:
     """KIP-848 refuses a member whose group.instance.id another member still holds
-    (UNRELEASED_INSTANCE_ID). A killed instance restarted at once is refused until its old
-    session expires, then joins in-process (no exit) and goes on exactly once; a second live
-    instance with the same id is refused for the session timeout and a margin, then exits 5
-    with one line, while the first keeps its partitions."""
+    (UNRELEASED_INSTANCE_ID). A killed instance restarted at once removes its old member and
+    joins in-process (no exit, no wait for the session timeout, as a classic static member
+    replaces its old one) and goes on exactly once; a second live instance with the same id
+    is refused again after its one removal, waits the session timeout and a margin, then exits
+    5 with one line, while the first keeps going."""
     src, out, dlq = bridge_topics(kafka)
     feeder = Feeder(kafka, src, *json_records(6_000))
     s = base_settings(kafka, src, out, dlq, pipeline="tests.pipelines:tagged", batch_size=500)
@@ -90,7 +91,7 @@ def test_a_held_instance_id_waits_for_its_session_then_a_live_twin_exits_5(
     restarted = bridges(**s).start()
     feed_and_catch_up(kafka, feeder, group, 2_000, [restarted])
     logs = restarted.logs()
-    assert "instance_id still held by a member that never left" in logs, logs[-3000:]
+    assert "removed it and joining again at once" in logs, logs[-3000:]
     assert restarted.running(), "the restarted instance joined in-process, without an exit"
     twin = bridges(**s).start()
     assert twin.wait(GUARD_S) == 5, twin.logs()[-3000:]

@@ -57,8 +57,12 @@ class _NoSleep:
 
 
 def _run_with(
-    monkeypatch: pytest.MonkeyPatch, outcomes: list[InstanceFenced | None], now: list[float]
+    monkeypatch: pytest.MonkeyPatch,
+    outcomes: list[InstanceFenced | None],
+    now: list[float],
+    released: list[bool] | None = None,
 ) -> tuple[int, list[_Built]]:
+    """``released``: the outcome of each release of the held id (default: it fails)."""
     built: list[_Built] = []
 
     def build(*_: Any, **__: Any) -> _Built:
@@ -68,11 +72,12 @@ def _run_with(
     clock = iter(now)
     monkeypatch.setattr(runner, "build", build)
     monkeypatch.setattr(runner, "time", _NoSleep)
-    monkeypatch.setattr(
-        runner,
-        "Rejoins",
-        lambda window, _session: Rejoins(window, lambda: 6.0, lambda: next(clock)),
-    )
+    releases = iter(released or [False])
+
+    def rejoins(window: float, _: object, release: object) -> Rejoins:
+        return Rejoins(window, lambda: 6.0, lambda: next(clock), release=lambda: next(releases))
+
+    monkeypatch.setattr(runner, "Rejoins", rejoins)
     settings = BridgeSettings(input_topics=["in"], output_topic="out", http_port=0)
     return runner.run(settings), built
 
@@ -127,3 +132,17 @@ def test_a_held_instance_id_past_its_session_timeout_is_a_live_twin_exit_5(
     assert len(built) == int(6.0 + UNRELEASED_MARGIN_S) + 1  # refused at t = 0 .. 21
     (line,) = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
     assert "longer than its session timeout" in line and "instance_id='i0'" in line
+
+
+def test_a_held_instance_id_is_released_once_and_joined_at_once(
+    monkeypatch: pytest.MonkeyPatch, signals: None
+) -> None:
+    """The first refusal removes the member that holds the id and joins again without waiting
+    (a classic static member replaces its old one so); a refusal after it waits as above, and
+    the release is not tried a second time (two live twins would take turns removing each
+    other)."""
+    code, built = _run_with(monkeypatch, [HELD, None], [0.0], released=[True])
+    assert code == runner.EXIT_OK and len(built) == 2
+    past = [float(t) for t in range(0, 30, 1)]
+    code, built = _run_with(monkeypatch, [HELD] * 30 + [None], past, released=[True])
+    assert code == runner.EXIT_FENCED and len(built) == int(6.0 + UNRELEASED_MARGIN_S) + 2
