@@ -26,6 +26,7 @@ from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient
 
 from app.config import BridgeSettings
+from app.engine.departure import group_session_s, leave_group, release_id
 from app.engine.faults import NO_FAULTS, Faults
 from app.engine.loop import Bridge
 from app.engine.rejoin import UNRELEASED_RETRY_S, Rejoins
@@ -39,14 +40,11 @@ from app.errors import (
     KafkaFatalError,
     RecordError,
 )
-from app.kafka.admin import group_session_timeout_ms
 from app.kafka.errors import describe
-from app.kafka.leave import LeaveFailed, remove_static_member
 from app.kafka.stable import stable_offsets, written_partitions
 from app.ops.health import Health, serve
 from app.ops.logs import librdkafka_logging
 from app.ops.metrics import Metrics
-from app.ops.statefulset import Pod, scale_in_verdict
 from app.ops.trim import Trimmer
 from app.ops.unstable import UnstableOffsets
 from app.serde.registry_settings import RegistryUnavailable
@@ -59,8 +57,6 @@ _UNTIL_EVERY_S = 0.5
 # A twin with our instance_id fences us again within seconds of each rejoin; coordinator moves
 # (a failover, a rolling broker restart) are minutes apart.
 REJOIN_WINDOW_S = 120.0
-# The group leave after a clean stop: within the shutdown_timeout the watchdog enforces.
-LEAVE_TIMEOUT_S = 10.0
 
 
 class _StoppedWhileStarting(BaseException):
@@ -112,22 +108,19 @@ def run(
         log.error(
             "http_port (BRIDGE_HTTP_PORT): cannot listen on %s:%d: %s; choose a free port "
             "or 0 to turn the endpoints off",
-            settings.http_host, settings.http_port, exc.strerror or exc,
-        )  # fmt: skip
+            settings.http_host,
+            settings.http_port,
+            exc.strerror or exc,
+        )
         return EXIT_CONFIG
     log.info("starting eos-bridge: %s", {k: v for k, v in settings.masked().items() if v})
     log.info("%s", _first_line(settings))
     watchdog = Watchdog(health, stale_after=health.stale_after).start()
     trimmer = Trimmer().start()  # RSS back down after a backlog's peak (app.ops.trim)
     unstable: UnstableOffsets | None = None
-    stop = _Stop()
-    signal.signal(signal.SIGTERM, stop)
-    signal.signal(signal.SIGINT, stop)
-    watchdog.watch_signals(settings.shutdown_timeout)
-    if until is not None:
-        _stop_when(stop, until)
+    stop = _stop_on_signals(settings, watchdog, until)
     rejoins = Rejoins(
-        REJOIN_WINDOW_S, lambda: _group_session_s(settings), release=lambda: _release(settings)
+        REJOIN_WINDOW_S, lambda: group_session_s(settings), release=lambda: release_id(settings)
     )
     try:
         while True:
@@ -159,85 +152,6 @@ def run(
             server.shutdown()
 
 
-def _release(settings: BridgeSettings) -> bool:
-    """KIP-848 refused this instance's id: a member that never left holds it (its own killed
-    process, or a live twin). Remove that member (app.engine.rejoin); never raises."""
-    source, member = settings.source(), (settings.group_id, settings.instance_id)
-    reason = "eos-bridge restarted: releasing its earlier membership"
-    timeout = min(LEAVE_TIMEOUT_S, settings.call_timeout)
-    try:
-        removed = remove_static_member(
-            source.bootstrap_servers, source.client_common(), *member, reason, timeout
-        )
-    except LeaveFailed as exc:
-        log.warning("could not release instance_id %r: %s", settings.instance_id, exc)
-        return False
-    log.warning(
-        "group %r, instance_id %r: held by a member that never left (this instance's earlier "
-        "process, killed, or a live twin); removed it and joining again at once",
-        *member,
-    )
-    return removed
-
-
-def _group_session_s(settings: BridgeSettings) -> float | None:
-    """The group's session timeout as the broker holds it (KIP-848), None if it does not say."""
-    source = settings.source()
-    conf = {"bootstrap.servers": source.bootstrap_servers, **source.client_common()}
-    admin = AdminClient({**conf, **librdkafka_logging()})
-    ms = group_session_timeout_ms(admin, settings.group_id, settings.call_timeout)
-    return None if ms is None else ms / 1000
-
-
-def leave_group(settings: BridgeSettings, pod: Pod | None = None) -> bool:
-    """After a clean stop (final checkpoint committed, consumer closed): remove this instance's
-    static member from the group when it is gone for good (``leave_group_on_shutdown``), so
-    its partitions move now instead of after the broker's session timeout (app.kafka.leave).
-    Never raises: a failure is one warning line. Returns whether the member was removed."""
-    mode = settings.leave_group_on_shutdown
-    if not settings.static_membership or mode == "never":
-        return False  # a dynamic member's close already left the group
-    if mode == "scale-in":
-        verdict = scale_in_verdict(pod or Pod.here())
-        if not verdict.leave:
-            say = log.warning if verdict.unsure else log.info
-            say(
-                "staying in group %r as static member %r (leave_group_on_shutdown=scale-in): "
-                "%s; its partitions wait for it until the broker's session timeout",
-                settings.group_id, settings.instance_id, verdict.why,
-            )  # fmt: skip
-            return False
-        why = verdict.why
-    else:
-        why = "leave_group_on_shutdown=always"
-    source, started = settings.source(), time.monotonic()
-    try:
-        removed = remove_static_member(
-            source.bootstrap_servers, source.client_common(), settings.group_id,
-            settings.instance_id, f"eos-bridge stopped for good: {why}"[:200],
-            min(LEAVE_TIMEOUT_S, settings.call_timeout),
-        )  # fmt: skip
-    except LeaveFailed as exc:
-        log.warning(
-            "could not remove static member %r from group %r (%s): %s; its partitions move "
-            "after the broker's session timeout",
-            settings.instance_id, settings.group_id, why, exc,
-        )  # fmt: skip
-        return False
-    took = time.monotonic() - started
-    if removed:
-        log.info(
-            "removed static member %r from group %r in %.1fs (%s): its partitions go to the "
-            "other members now", settings.instance_id, settings.group_id, took, why,
-        )  # fmt: skip
-    else:
-        log.info(
-            "static member %r was no longer in group %r (%s): nothing to remove",
-            settings.instance_id, settings.group_id, why,
-        )  # fmt: skip
-    return removed
-
-
 def _health(settings: BridgeSettings) -> Health:
     """/livez and /readyz; /livez also fails when input waits and no checkpoint commits for
     longer than an open transaction may live (docs/operations.md: an abort loop is not alive)."""
@@ -264,8 +178,11 @@ def _watch_unstable(settings: BridgeSettings, metrics: Metrics) -> UnstableOffse
     succeeded: its admin client is made here, with settings the bridge's own clients already
     accepted, so it exists for the whole run (none is made later, beside the work)."""
     target = settings.target_cluster()
-    conf = {"bootstrap.servers": target.bootstrap_servers, **target.client_common(),
-            **librdkafka_logging(reported_elsewhere=True)}  # fmt: skip
+    conf = {
+        "bootstrap.servers": target.bootstrap_servers,
+        **target.client_common(),
+        **librdkafka_logging(reported_elsewhere=True),
+    }
     try:
         admin = AdminClient(conf)
     except KafkaException as exc:  # a metric must never stop the bridge
@@ -289,6 +206,20 @@ def _serve(
     if not settings.http_port:
         return None
     return serve(settings.http_host, settings.http_port, health, metrics)
+
+
+def _stop_on_signals(
+    settings: BridgeSettings, watchdog: Watchdog, until: Callable[[], bool] | None
+) -> _Stop:
+    """SIGTERM/SIGINT (and ``until()``, when given) stop the bridge cleanly; the watchdog
+    bounds the shutdown."""
+    stop = _Stop()
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    watchdog.watch_signals(settings.shutdown_timeout)
+    if until is not None:
+        _stop_when(stop, until)
+    return stop
 
 
 def _stop_when(stop: _Stop, done: Callable[[], bool]) -> None:
@@ -347,8 +278,9 @@ def _build(
         log.error(
             "cannot start: Kafka did not answer a start-up request within startup_timeout="
             "%.0fs%s; exiting so Kubernetes restarts the instance",
-            settings.startup_timeout, f" ({exc})" if str(exc) else "",
-        )  # fmt: skip
+            settings.startup_timeout,
+            f" ({exc})" if str(exc) else "",
+        )
     return EXIT_FATAL
 
 
@@ -384,8 +316,10 @@ def _run(bridge: Bridge, rejoin: Callable[[InstanceFenced], bool] = lambda _: Fa
         if rejoin(exc):
             log.warning(
                 "%s; closing and joining the group again in-process (a second fence within "
-                "%.0fs exits 5)", exc, REJOIN_WINDOW_S,
-            )  # fmt: skip
+                "%.0fs exits 5)",
+                exc,
+                REJOIN_WINDOW_S,
+            )
             code = _REJOIN
         else:
             log.error("fenced: %s", exc)

@@ -51,9 +51,10 @@ def add_target_args(parser: argparse.ArgumentParser) -> None:
     """``--target`` and ``--offsets-topic`` (over ``BRIDGE_TARGET__BOOTSTRAP_SERVERS`` and
     ``BRIDGE_OFFSETS_TOPIC``)."""
     parser.add_argument(
-        "--target", metavar="HOST:PORT",
+        "--target",
+        metavar="HOST:PORT",
         help="two clusters: the target's bootstrap (overrides BRIDGE_TARGET__BOOTSTRAP_SERVERS)",
-    )  # fmt: skip
+    )
     parser.add_argument(
         "--offsets-topic", help="two clusters: overrides BRIDGE_OFFSETS_TOPIC (<GROUP>.offsets)"
     )

@@ -56,12 +56,13 @@ def add_parser(sub: Subparsers) -> None:
     show.add_argument("--max", type=int, metavar="N", help="at most N records")
     show.set_defaults(func=run_show)
     replay = actions.add_parser(
-        "replay", help="write dead letters back to their input topic (or --to a topic), once",
+        "replay",
+        help="write dead letters back to their input topic (or --to a topic), once",
         description="write the dead letters of TOPIC up to its end offsets back to their input "
         "topics, exactly once, for the running bridge to process with its live state",
         epilog=settings_epilog(BridgeSettings),
         formatter_class=argparse.RawDescriptionHelpFormatter,
-    )  # fmt: skip
+    )
     replay.add_argument("topic")
     replay.add_argument("--config", type=Path, help="YAML/JSON config file (or BRIDGE_CONFIG_FILE)")
     replay.add_argument("--pipeline", help=argparse.SUPPRESS)  # refused: names the new way
@@ -89,8 +90,11 @@ def summarize(records: Iterable[KafkaRecord]) -> dict[tuple[str, str, str], Grou
     groups: dict[tuple[str, str, str], Group] = {}
     for record in records:
         h = headers_of(record)
-        key = (h.get("eos.dlq.error.step", "?"), h.get("eos.dlq.error.class", "?"),
-               h.get("eos.dlq.source.topic", "?"))  # fmt: skip
+        key = (
+            h.get("eos.dlq.error.step", "?"),
+            h.get("eos.dlq.error.class", "?"),
+            h.get("eos.dlq.source.topic", "?"),
+        )
         group = groups.setdefault(key, Group())
         group.add(_number(h, "eos.dlq.source.partition"), _number(h, "eos.dlq.source.offset"))
     return groups
@@ -110,8 +114,14 @@ def run_summary(args: argparse.Namespace) -> int:
     groups = summarize(records)
     if args.json:
         for (step, error_class, source), g in sorted(groups.items()):
-            row = {"step": step, "error_class": error_class, "source_topic": source,
-                   "count": g.count, "first": g.first, "last": g.last}  # fmt: skip
+            row = {
+                "step": step,
+                "error_class": error_class,
+                "source_topic": source,
+                "count": g.count,
+                "first": g.first,
+                "last": g.last,
+            }
             print(json.dumps(row).decode())
         return EXIT_OK
     print(f"{len(records)} dead letters in {args.topic!r}")

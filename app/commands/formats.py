@@ -38,9 +38,11 @@ def add_registry_args(parser: argparse.ArgumentParser, *flags: str, schema: bool
     group = parser.add_argument_group("formats")
     for flag in flags:
         group.add_argument(
-            flag, choices=FORMATS, default="json",
+            flag,
+            choices=FORMATS,
+            default="json",
             help="json (default), bytes, or a Schema Registry format",
-        )  # fmt: skip
+        )
     group.add_argument("--registry", metavar="URL", help=f"Schema Registry URL (or {REGISTRY_ENV})")
     if schema:
         group.add_argument(

@@ -143,10 +143,13 @@ def run(args: argparse.Namespace) -> int:
         records = encode_lines(records, writer, args.topic, args.file)
     try:
         seed(
-            conn.client_config(), args.topic, [r.value for r in records],
-            keys=[r.key for r in records], partition=args.partition,
+            conn.client_config(),
+            args.topic,
+            [r.value for r in records],
+            keys=[r.key for r in records],
+            partition=args.partition,
             headers=[headers] * len(records) if headers else None,
-        )  # fmt: skip
+        )
     except RuntimeError as exc:
         raise ConfigError(str(exc)) from None
     print(f"produced {len(records)} record(s) to {args.topic!r}", file=sys.stderr)

@@ -79,9 +79,17 @@ class Capture:
     def __init__(self) -> None:
         self.records: list[tuple[str, bytes | None, bytes | None, Any]] = []
 
-    def produce(self, topic: str, value: Any = None, key: Any = None, partition: int = -1,
-                callback: Any = None, on_delivery: Any = None, timestamp: int = 0,
-                headers: Any = None) -> None:  # fmt: skip
+    def produce(
+        self,
+        topic: str,
+        value: Any = None,
+        key: Any = None,
+        partition: int = -1,
+        callback: Any = None,
+        on_delivery: Any = None,
+        timestamp: int = 0,
+        headers: Any = None,
+    ) -> None:
         self.records.append((topic, value, key, headers))
 
     def poll(self, timeout: float = -1) -> int:
@@ -127,9 +135,14 @@ def rerun(
     formats = formats or default_formats()
     capture = Capture()
     output = Output(
-        RecordCollector(capture), output_topic, "\0dlq", 1_000_000, topic_exists,
-        value_codec=formats.value_out, key_codec=formats.key_out,
-    )  # fmt: skip
+        RecordCollector(capture),
+        output_topic,
+        "\0dlq",
+        1_000_000,
+        topic_exists,
+        value_codec=formats.value_out,
+        key_codec=formats.key_out,
+    )
     state = MemoryState()
     by_partition: dict[tuple[str, int], list[KafkaRecord]] = {}
     for record in inputs:
@@ -157,8 +170,16 @@ def _batch(
 ) -> None:
     rows, failures = [], []
     for r in records:
-        row = Row(r.value, r.key, list(r.headers) or None, r.topic, r.partition, r.offset,
-                  r.timestamp, r.value)  # fmt: skip
+        row = Row(
+            r.value,
+            r.key,
+            list(r.headers) or None,
+            r.topic,
+            r.partition,
+            r.offset,
+            r.timestamp,
+            r.value,
+        )
         try:
             if formats.value_in.structured:
                 row.value = formats.value_in.decode(r.value, r.topic)

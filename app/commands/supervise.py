@@ -124,15 +124,22 @@ class Supervisor:
                 log.error(
                     "bridge exited %d: %d restarts within %.0fs already (--max-restarts, "
                     "--window); exiting %d so the crash loop is seen",
-                    code, self._budget.max_restarts, self._budget.window_s, code,
-                )  # fmt: skip
+                    code,
+                    self._budget.max_restarts,
+                    self._budget.window_s,
+                    code,
+                )
                 return code
             restarts += 1
             log.warning(
                 "bridge exited %d after %.1fs; restart %d (%d of %d within %.0fs), at once",
-                code, ended - started, restarts, self._budget.used, self._budget.max_restarts,
+                code,
+                ended - started,
+                restarts,
+                self._budget.used,
+                self._budget.max_restarts,
                 self._budget.window_s,
-            )  # fmt: skip
+            )
 
     def _report_ready(self, restart: int, exited: float) -> None:
         """Log when the restarted child answers ``/readyz`` again: what the restart cost."""
@@ -143,8 +150,11 @@ class Supervisor:
         def watch() -> None:
             while child is not None and child.poll() is None:
                 if _ready(port):
-                    log.info("restart %d: ready again %.1fs after the exit",
-                             restart, self._clock() - exited)  # fmt: skip
+                    log.info(
+                        "restart %d: ready again %.1fs after the exit",
+                        restart,
+                        self._clock() - exited,
+                    )
                     return
                 time.sleep(0.2)
 
@@ -176,13 +186,17 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "go to the child.",
     )
     parser.add_argument(
-        "--max-restarts", type=int, default=DEFAULT_MAX_RESTARTS,
+        "--max-restarts",
+        type=int,
+        default=DEFAULT_MAX_RESTARTS,
         help=f"restarts allowed within --window (default {DEFAULT_MAX_RESTARTS})",
-    )  # fmt: skip
+    )
     parser.add_argument(
-        "--window", type=float, default=DEFAULT_WINDOW_S,
+        "--window",
+        type=float,
+        default=DEFAULT_WINDOW_S,
         help=f"seconds (default {DEFAULT_WINDOW_S:.0f})",
-    )  # fmt: skip
+    )
     parser.add_argument("child", nargs=argparse.REMAINDER, help="-- then the command, e.g. run")
     parser.set_defaults(func=cmd_supervise)
 
@@ -216,15 +230,18 @@ def child_settings(child: Sequence[str]) -> ProcessSettings:
 def cmd_supervise(args: argparse.Namespace) -> int:
     child = args.child[1:] if args.child[:1] == ["--"] else args.child
     if not child or args.max_restarts < 0 or args.window <= 0:
-        print("eos-bridge supervise: usage: supervise [--max-restarts N] [--window S] -- run ...",
-              file=sys.stderr)  # fmt: skip
+        print(
+            "eos-bridge supervise: usage: supervise [--max-restarts N] [--window S] -- run ...",
+            file=sys.stderr,
+        )
         return 2
     settings = child_settings(child)
     logs.setup(settings.log_level, settings.log_format)  # its lines as the bridge's (JSON too)
     supervisor = Supervisor(
-        [sys.executable, "-m", "app", *child], RestartBudget(args.max_restarts, args.window),
+        [sys.executable, "-m", "app", *child],
+        RestartBudget(args.max_restarts, args.window),
         http_port=settings.http_port,
-    )  # fmt: skip
+    )
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, supervisor.forward)
     return supervisor.run()

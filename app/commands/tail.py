@@ -32,9 +32,11 @@ def add_parser(sub: Subparsers) -> None:
         "--exit-at-end", action="store_true", help="exit at the end offsets seen at start"
     )
     parser.add_argument(
-        "--format", choices=["value", "kv", "json"], default="value",
+        "--format",
+        choices=["value", "kv", "json"],
+        default="value",
         help="value (default), KEY<TAB>VALUE, or a JSON object with the record's metadata",
-    )  # fmt: skip
+    )
     add_registry_args(parser, "--value-format")
     parser.set_defaults(func=run)
 

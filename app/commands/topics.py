@@ -25,9 +25,13 @@ def add_parser(sub: Subparsers) -> None:
     create.add_argument("--partitions", type=int, default=1)
     create.add_argument("--replication-factor", type=int, default=1)
     create.add_argument(
-        "--config", dest="topic_config", action="append", default=[], metavar="KEY=VALUE",
+        "--config",
+        dest="topic_config",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
         help="topic config, e.g. cleanup.policy=compact (repeat)",
-    )  # fmt: skip
+    )
     create.add_argument(
         "--if-not-exists", action="store_true", help="exit 0 when the topic exists already"
     )
@@ -63,9 +67,13 @@ def cmd_create(args: argparse.Namespace) -> int:
         raise ConfigError(f"topic {args.name!r} exists already (add --if-not-exists to accept)")
     try:
         create_topic(
-            conn.client_config(), args.name, args.partitions, args.replication_factor, config,
+            conn.client_config(),
+            args.name,
+            args.partitions,
+            args.replication_factor,
+            config,
             timeout=args.timeout,
-        )  # fmt: skip
+        )
     except KafkaException as exc:
         error: KafkaError = exc.args[0]
         raise ConfigError(f"cannot create topic {args.name!r}: {error.str()}") from None

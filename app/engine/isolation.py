@@ -79,8 +79,10 @@ class Isolation:
                 self._size = max(1, self.batch_size // 2)
                 log.warning(
                     "%d aborts in a row without a commit: isolating the record that cannot be "
-                    "written, %d records per transaction", self._in_row, self._size,
-                )  # fmt: skip
+                    "written, %d records per transaction",
+                    self._in_row,
+                    self._size,
+                )
         elif len(batch) == 1:
             where = batch[0]
             self._alone[where] = alone = self._alone.get(where, 0) + 1
@@ -101,8 +103,11 @@ class Isolation:
         self._errors.setdefault(where, _short(error))
         log.warning(
             "record %s[%d]@%d alone aborts its transaction: dead-lettering it (%s form)",
-            topic, partition, offset, "full" if form == FULL else "smallest",
-        )  # fmt: skip
+            topic,
+            partition,
+            offset,
+            "full" if form == FULL else "smallest",
+        )
 
     def committed(self, consumed: int) -> None:
         """A checkpoint committed: the aborts in a row end; a committed dead letter of a blamed

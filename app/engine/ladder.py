@@ -109,8 +109,9 @@ class Ladder:
             raise exc
         log.warning(
             "final checkpoint aborted (%s): what was processed since the last commit is "
-            "replayed by the next owner of these partitions", describe(exc)
-        )  # fmt: skip
+            "replayed by the next owner of these partitions",
+            describe(exc),
+        )
 
     def _abort(self, label: str, exc: BridgeError, rewind: bool) -> None:
         self._metrics.aborts.labels(label).inc()

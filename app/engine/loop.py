@@ -251,8 +251,10 @@ class Bridge:
             self._batch_size = max(1, self._batch_size // 2)
             log.warning(
                 "a batch took %.1fs of the transaction's %.0fs: batch size now %d",
-                elapsed, budget, self._batch_size,
-            )  # fmt: skip
+                elapsed,
+                budget,
+                self._batch_size,
+            )
         elif elapsed < budget / 16 and self._batch_size < self._max_batch:
             self._batch_size = min(self._max_batch, self._batch_size * 2)
 

@@ -74,15 +74,24 @@ def cross_cluster_tasks(
         stuck,
         new_epoch_per_abort=renews_epochs(faults.same_epoch_after_abort),
         retried_after=retried_after(pconf),
-    )  # fmt: skip
+    )
     target = settings.target_cluster()
-    reader = {"bootstrap.servers": target.bootstrap_servers, **target.client_common(),
-              **librdkafka_logging()}  # fmt: skip
+    reader = {
+        "bootstrap.servers": target.bootstrap_servers,
+        **target.client_common(),
+        **librdkafka_logging(),
+    }
     offsets = TargetOffsets(
-        reader, topic, group, settings.transactional_id, watchdog, settings.call_timeout,
-        mirror=consumer if settings.mirror_offsets_to_source else None, stuck_after=stuck,
+        reader,
+        topic,
+        group,
+        settings.transactional_id,
+        watchdog,
+        settings.call_timeout,
+        mirror=consumer if settings.mirror_offsets_to_source else None,
+        stuck_after=stuck,
         new_reader=clients.consumer,
-    )  # fmt: skip
+    )
     return TaskAssignment(producers, offsets, reset_offset(settings))
 
 

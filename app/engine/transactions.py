@@ -216,9 +216,9 @@ class Transactions:
             self._renew(rewind)
             self.epoch_bumps += 1
             log.info(
-                "new producer epoch after the abort (init_transactions of a new producer, "
-                "%.0f ms)", (time.monotonic() - started) * 1000,
-            )  # fmt: skip
+                "new producer epoch after the abort (init_transactions of a new producer, %.0f ms)",
+                (time.monotonic() - started) * 1000,
+            )
             return
         self._discard_uncommitted()
         if rewind:
@@ -249,8 +249,10 @@ class Transactions:
             )
         log.warning(
             "re-creating the producer (%d/%d in a row): %s",
-            self._recreations, self._max_recreations, reason,
-        )  # fmt: skip
+            self._recreations,
+            self._max_recreations,
+            reason,
+        )
         self._renew(rewind)
 
     @property

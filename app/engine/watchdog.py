@@ -150,8 +150,10 @@ class Watchdog:
                     self._health.fail(f"{watch.what} running for {now - watch.started:.0f}s")
                     log.error(
                         "%s has been running for %.0fs%s; /livez fails until it returns",
-                        watch.what, now - watch.started, _at(watch.where),
-                    )  # fmt: skip
+                        watch.what,
+                        now - watch.started,
+                        _at(watch.where),
+                    )
 
     def _check_signals(self) -> None:
         if self._signals is None or self._shutdown_timeout is None:
@@ -172,15 +174,20 @@ class Watchdog:
         if watch.what == "shutdown":
             log.critical(
                 "%s (still in: %s); exiting with code %d",
-                watch.consequence, ", ".join(busy) or "the loop", EXIT_STUCK,
-            )  # fmt: skip
+                watch.consequence,
+                ", ".join(busy) or "the loop",
+                EXIT_STUCK,
+            )
         else:
             log.critical(
                 "%s did not return within its deadline of %.0fs%s%s; exiting with code %d so "
                 "the restarted instance fences this one (init_transactions)",
-                watch.what, watch.deadline - watch.started, _at(watch.where),
-                f": {watch.consequence}" if watch.consequence else "", EXIT_STUCK,
-            )  # fmt: skip
+                watch.what,
+                watch.deadline - watch.started,
+                _at(watch.where),
+                f": {watch.consequence}" if watch.consequence else "",
+                EXIT_STUCK,
+            )
         log.critical("thread stacks at the overrun:\n%s", _stacks())
         self._on_overrun(EXIT_STUCK)
 

@@ -39,6 +39,7 @@ from app.kafka.catalog import TopicCatalog
 from app.kafka.clients import KAFKA, Clients
 from app.kafka.defaults import consumer_config, producer_config, retried_after
 from app.kafka.ports import ConsumerPort, KafkaValue
+from app.offsets import OffsetStore
 from app.ops.health import Health
 from app.ops.lag import LagReport
 from app.ops.logs import librdkafka_logging
@@ -77,9 +78,13 @@ def state_root(settings: BridgeSettings) -> Path:
 def state_config(settings: BridgeSettings) -> StateConfig:
     """What the state backend reads of the settings."""
     return StateConfig(
-        state_root(settings), settings.group_id, settings.state_cache_max_bytes,
-        settings.state_block_cache_bytes, state_client(settings), settings.startup_timeout,
-    )  # fmt: skip
+        state_root(settings),
+        settings.group_id,
+        settings.state_cache_max_bytes,
+        settings.state_block_cache_bytes,
+        state_client(settings),
+        settings.startup_timeout,
+    )
 
 
 def make_state(
@@ -121,7 +126,43 @@ def compose(
     pconf = _producer_config(settings, pipeline, common, batch_limit, collector)
     stuck = stuck_after(settings, facts.group_session_ms)
     offsets, tasks = offset_store(settings, pconf, watchdog, consumer, stuck, faults, clients)
-    txn = Transactions(
+    txn = _transactions(settings, pconf, consumer, offsets, tasks, watchdog, stuck, faults, clients)
+    collector.rebind(txn.producer)
+    output = _output(settings, facts, collector, pconf, consumer, metrics, health, replaying)
+    state = make_state(settings, pipeline, facts, clients)
+    checkpoint = _checkpoint(settings, consumer, txn, output, state, metrics, faults)
+    return assemble(
+        consumer,
+        txn,
+        output,
+        pipeline,
+        state,
+        checkpoint,
+        metrics,
+        health,
+        watchdog,
+        _loop_settings(settings, replaying, plan),
+        formats,
+        reset_offset(settings),
+        outage,
+        tasks,
+        Regrouper(plan, collector) if plan is not None else None,
+    )
+
+
+def _transactions(
+    settings: BridgeSettings,
+    pconf: dict[str, Any],
+    consumer: ConsumerPort,
+    offsets: OffsetStore,
+    tasks: TaskAssignment | None,
+    watchdog: Watchdog,
+    stuck: float,
+    faults: Faults,
+    clients: Clients,
+) -> Transactions:
+    """The transaction owner: the one producer, or with two clusters the task producers."""
+    return Transactions(
         (lambda: tasks.producers) if tasks is not None else (lambda: clients.producer(pconf)),
         consumer,
         offsets,
@@ -135,22 +176,30 @@ def compose(
         new_epoch_per_abort=tasks is None and renews_epochs(faults.same_epoch_after_abort),
         retried_after=retried_after(pconf),
     )
-    collector.rebind(txn.producer)
-    output = _output(settings, facts, collector, pconf, consumer, metrics, health, replaying)
-    state = make_state(settings, pipeline, facts, clients)
-    checkpoint = Checkpoint(
-        consumer, txn, output, state, metrics,
+
+
+def _checkpoint(
+    settings: BridgeSettings,
+    consumer: Any,
+    txn: Transactions,
+    output: Output,
+    state: StateBackend,
+    metrics: Metrics,
+    faults: Faults,
+) -> Checkpoint:
+    """When to commit: the interval, the record count and the age of an open transaction."""
+    return Checkpoint(
+        consumer,
+        txn,
+        output,
+        state,
+        metrics,
         interval=settings.commit_interval,
         every=settings.commit_every,
         flush_timeout=settings.transaction_timeout_ms / 1000 / 2,
         max_age=settings.transaction_timeout_ms / 1000 * _TXN_AGE_FRACTION,
         faults=faults,
-    )  # fmt: skip
-    return assemble(
-        consumer, txn, output, pipeline, state, checkpoint, metrics, health, watchdog,
-        _loop_settings(settings, replaying, plan), formats, reset_offset(settings), outage, tasks,
-        Regrouper(plan, collector) if plan is not None else None,
-    )  # fmt: skip
+    )
 
 
 def _output(
@@ -167,17 +216,22 @@ def _output(
     formats = facts.formats
     lookup = facts.target_admin.list_topics if settings.cross_cluster else consumer.list_topics
     return Output(
-        collector, settings.output_topics, settings.dead_letter_topic, settings.max_output_bytes,
+        collector,
+        settings.output_topics,
+        settings.dead_letter_topic,
+        settings.max_output_bytes,
         TopicCatalog(lookup, facts.topics),
         client_max_bytes=int(pconf.get("message.max.bytes", 1_000_000)),
         dead_letters=DeadLetters(
             metrics, health, settings.max_dead_letter_ratio, settings.dead_letter_ratio_window
         ),
-        value_codec=formats.value_out, key_codec=formats.key_out,
-        topic_max_bytes=dict(facts.topic_limits), replaying=replaying,
+        value_codec=formats.value_out,
+        key_codec=formats.key_out,
+        topic_max_bytes=dict(facts.topic_limits),
+        replaying=replaying,
         keep_partition=facts.keep_partition,
         not_routable=() if settings.cross_cluster else settings.input_topics,
-    )  # fmt: skip
+    )
 
 
 def producer_common(settings: BridgeSettings) -> dict[str, KafkaValue]:
@@ -194,24 +248,30 @@ def _consumer(settings: BridgeSettings, clients: Clients) -> Any:
     source = settings.source()
     return clients.consumer(
         consumer_config(
-            source.bootstrap_servers, settings.group_id,
+            source.bootstrap_servers,
+            settings.group_id,
             settings.instance_id if settings.static_membership else None,
             {**source.client_common(), **librdkafka_logging(), **client_stats("consumer")},
-            dict(settings.consumer), settings.group_protocol,
+            dict(settings.consumer),
+            settings.group_protocol,
         )
-    )  # fmt: skip
+    )
 
 
 def _loop_settings(settings: BridgeSettings, replaying: bool, plan: Regroup | None) -> LoopSettings:
     hop = [] if plan is None else [plan.topic]  # consumed in the same group
     return LoopSettings(
-        topics=settings.input_topics + hop, instance_id=settings.instance_id,
-        batch_size=settings.batch_size, poll_timeout=settings.poll_timeout,
-        retries=settings.record_retries, dead_letter=settings.on_error == "dlq",
-        fused=not replaying, pipelined=settings.pipelined_commit,
+        topics=settings.input_topics + hop,
+        instance_id=settings.instance_id,
+        batch_size=settings.batch_size,
+        poll_timeout=settings.poll_timeout,
+        retries=settings.record_retries,
+        dead_letter=settings.on_error == "dlq",
+        fused=not replaying,
+        pipelined=settings.pipelined_commit,
         isolate_after=settings.isolation_after_aborts,
         incremental=settings.group_protocol == "consumer",
-    )  # fmt: skip
+    )
 
 
 def assemble(
@@ -247,13 +307,24 @@ def assemble(
     ladder = Ladder(txn, output.refusals, metrics, repair, outage, isolation)
     rebalancer = Rebalancer(
         consumer, checkpoint, state, metrics, health, txn.offsets, ladder, tasks, loop.incremental
-    )  # fmt: skip
+    )
     parts = Collaborators(
-        consumer, txn, output, state, checkpoint, rebalancer, ladder, isolation, metrics, health,
-        watchdog, ProgressLog(consumer, metrics),
-        LagReport(consumer, metrics, committed=checkpoint.committed_positions,
-                  waiting=health.waiting),
-    )  # fmt: skip
+        consumer,
+        txn,
+        output,
+        state,
+        checkpoint,
+        rebalancer,
+        ladder,
+        isolation,
+        metrics,
+        health,
+        watchdog,
+        ProgressLog(consumer, metrics),
+        LagReport(
+            consumer, metrics, committed=checkpoint.committed_positions, waiting=health.waiting
+        ),
+    )
     routing = tasks.producers if tasks is not None else None
     bridge = Bridge(
         parts, processing(pipeline, formats or serde.formats(), parts, loop, routing, regroup), loop
@@ -285,9 +356,12 @@ def processing(
             pipeline.steps, formats, output.fast_path_max_bytes, output.topic_exists, state.access
         )
     ahead = overlap(
-        parts.checkpoint, wanted=loop.pipelined and not regroup,
-        exactly_once=parts.txn.exactly_once, tasks=tasks is not None, per_topic=output.per_topic,
-    )  # fmt: skip
+        parts.checkpoint,
+        wanted=loop.pipelined and not regroup,
+        exactly_once=parts.txn.exactly_once,
+        tasks=tasks is not None,
+        per_topic=output.per_topic,
+    )
     return Processing(decode, steps, atomic, fused, ahead, regroup, tasks)
 
 

@@ -64,7 +64,9 @@ class TopicCatalog:
             log.warning(
                 "topic metadata refresh failed (%s); routes are checked against the previous "
                 "list of %d topics until the next try in %.0fs",
-                describe(exc), len(self._names), self._refresh_s,
-            )  # fmt: skip
+                describe(exc),
+                len(self._names),
+                self._refresh_s,
+            )
             return
         self._names = frozenset(n for n, t in meta.topics.items() if t.error is None)

@@ -137,9 +137,11 @@ def remove_static_member(
     # the request, their retries) can hold the shutdown past ``timeout_s`` (and the watchdog's
     # shutdown_timeout, whose expiry would be exit 3): it is given up with the process.
     worker = threading.Thread(
-        target=_remove, args=(conf, group_id, instance_id, reason, outcome),
-        name="eos-bridge-leave", daemon=True,
-    )  # fmt: skip
+        target=_remove,
+        args=(conf, group_id, instance_id, reason, outcome),
+        name="eos-bridge-leave",
+        daemon=True,
+    )
     worker.start()
     worker.join(timeout_s + 1)
     if worker.is_alive():  # kafka-python stays quiet: the process ends right after this

@@ -23,9 +23,11 @@ from confluent_kafka import (
 KafkaValue = str | int | float | bool
 
 _LOGICAL = {
-    OFFSET_INVALID: "no position", OFFSET_BEGINNING: "earliest", OFFSET_END: "latest",
+    OFFSET_INVALID: "no position",
+    OFFSET_BEGINNING: "earliest",
+    OFFSET_END: "latest",
     OFFSET_STORED: "stored",
-}  # fmt: skip
+}
 
 
 def position_text(offset: int) -> str:

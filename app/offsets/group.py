@@ -31,9 +31,12 @@ class GroupOffsets:
     """
 
     def __init__(
-        self, consumer: ConsumerPort, guard: CallGuard, timeout: float,
+        self,
+        consumer: ConsumerPort,
+        guard: CallGuard,
+        timeout: float,
         stuck_after: float | None = None,
-    ) -> None:  # fmt: skip
+    ) -> None:
         self._consumer = consumer
         self._guard = guard
         self._timeout = timeout

@@ -89,8 +89,12 @@ def scale_in_verdict(pod: Pod, timeout_s: float = 5.0) -> Verdict:
     except urllib.error.HTTPError as exc:
         if exc.code == 404:
             return Verdict(True, f"statefulset {pod.namespace}/{name} no longer exists")
-        return Verdict(False, f"GET statefulset {pod.namespace}/{name}: HTTP {exc.code} "
-                       f"{exc.reason} (does the pod's Role grant get on it?)", True)  # fmt: skip
+        return Verdict(
+            False,
+            f"GET statefulset {pod.namespace}/{name}: HTTP {exc.code} "
+            f"{exc.reason} (does the pod's Role grant get on it?)",
+            True,
+        )
     except (OSError, ValueError) as exc:  # unreachable, TLS, timeout, not JSON
         return Verdict(False, f"GET statefulset {pod.namespace}/{name}: {_one_line(exc)}", True)
     try:

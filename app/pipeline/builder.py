@@ -99,10 +99,15 @@ class Pipeline:
         return self.then(Sum(of=of, name=name))
 
     def window(
-        self, size: float, hop: float | None = None, grace: float = 0.0,
-        timestamp: Any = None, name: str = "window",
-        max_event_time_skew: float = DEFAULT_MAX_EVENT_TIME_SKEW, late_records: str = "drop",
-    ) -> WindowBuilder:  # fmt: skip
+        self,
+        size: float,
+        hop: float | None = None,
+        grace: float = 0.0,
+        timestamp: Any = None,
+        name: str = "window",
+        max_event_time_skew: float = DEFAULT_MAX_EVENT_TIME_SKEW,
+        late_records: str = "drop",
+    ) -> WindowBuilder:
         """Event-time windows (tumbling unless ``hop``); finish with ``.aggregate(...)``.
 
         An event time or record timestamp more than ``max_event_time_skew`` seconds ahead of

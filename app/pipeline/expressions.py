@@ -29,15 +29,23 @@ from app.pipeline.rewriter import FUNCTIONS, Refused, Rewriter, call, may_be_flo
 # Where each metadata name comes from, on a Row (general path) and on a consumer message plus
 # the current key ``k`` (fused path, app.pipeline.fusion).
 ROW_META = {
-    "value": "v", "key": "_text(row.key)", "headers": "_headers(row.headers)",
-    "timestamp": "row.timestamp", "topic": "row.source_topic", "partition": "row.partition",
+    "value": "v",
+    "key": "_text(row.key)",
+    "headers": "_headers(row.headers)",
+    "timestamp": "row.timestamp",
+    "topic": "row.source_topic",
+    "partition": "row.partition",
     "offset": "row.offset",
-}  # fmt: skip
+}
 MESSAGE_META = {
-    "value": "v", "key": "_text(k)", "headers": "_headers(m.headers())",
-    "timestamp": "m.timestamp()[1]", "topic": "m.topic()", "partition": "m.partition()",
+    "value": "v",
+    "key": "_text(k)",
+    "headers": "_headers(m.headers())",
+    "timestamp": "m.timestamp()[1]",
+    "topic": "m.topic()",
+    "partition": "m.partition()",
     "offset": "m.offset()",
-}  # fmt: skip
+}
 
 
 @dataclass(slots=True, frozen=True)

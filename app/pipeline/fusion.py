@@ -199,9 +199,13 @@ def compile_passthrough(max_bytes: int, formats: Formats) -> FusedBatch:
     """No step, bytes in and out: each record copied as it is, tombstones included
     (MirrorMaker's copy; its partition and timestamp as :func:`fused_loop` says)."""
     return fused_loop(
-        ["v = m.value()", "k = m.key()"], where="passthrough (fused)", names={},
-        max_bytes=max_bytes, formats=formats, encode="v",
-    )  # fmt: skip
+        ["v = m.value()", "k = m.key()"],
+        where="passthrough (fused)",
+        names={},
+        max_bytes=max_bytes,
+        formats=formats,
+        encode="v",
+    )
 
 
 def compile_verbatim(max_bytes: int, formats: Formats) -> FusedBatch:
@@ -258,10 +262,15 @@ def compile_parts(
     if any(p.kind == "key_by" for p in parts):
         body.append(f"k = _key(k, {topic})")
     return fused_loop(
-        body, where="steps (fused)", names=names, max_bytes=max_bytes, formats=formats,
-        topic=topic, check_nan=_may_make_non_finite(parts, formats),
+        body,
+        where="steps (fused)",
+        names=names,
+        max_bytes=max_bytes,
+        formats=formats,
+        topic=topic,
+        check_nan=_may_make_non_finite(parts, formats),
         partition=_ROUTED_PARTITION if routes else _PARTITION,
-    )  # fmt: skip
+    )
 
 
 def _may_make_non_finite(parts: list[SpecPart], formats: Formats) -> bool:
@@ -292,8 +301,13 @@ def _lines(i: int, part: SpecPart, names: dict[str, Any]) -> tuple[list[str], Tr
         if part.kind == "call_filter":
             return [f"if not {call}:", "    continue"], None
         # None drops the record; a non-dict result: the general path
-        return [f"v = {call}", "if v is None:", "    continue", "if type(v) is not dict:",
-                f"    {_BAIL}"], None  # fmt: skip
+        return [
+            f"v = {call}",
+            "if v is None:",
+            "    continue",
+            "if type(v) is not dict:",
+            f"    {_BAIL}",
+        ], None
     if part.kind == "drop":
         names[f"D_{i}"] = part.arg
         return [f"v = {{f: x for f, x in v.items() if f not in D_{i}}}"], None

@@ -35,12 +35,25 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-_UNSAFE = (ast.Lambda, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp,
-           ast.NamedExpr, ast.Yield, ast.YieldFrom, ast.Await)  # fmt: skip
+_UNSAFE = (
+    ast.Lambda,
+    ast.ListComp,
+    ast.SetComp,
+    ast.DictComp,
+    ast.GeneratorExp,
+    ast.NamedExpr,
+    ast.Yield,
+    ast.YieldFrom,
+    ast.Await,
+)
 _NOT_PLAIN = (
-    inspect.CO_VARARGS | inspect.CO_VARKEYWORDS | inspect.CO_GENERATOR | inspect.CO_COROUTINE
-    | inspect.CO_ITERABLE_COROUTINE | inspect.CO_ASYNC_GENERATOR
-)  # fmt: skip
+    inspect.CO_VARARGS
+    | inspect.CO_VARKEYWORDS
+    | inspect.CO_GENERATOR
+    | inspect.CO_COROUTINE
+    | inspect.CO_ITERABLE_COROUTINE
+    | inspect.CO_ASYNC_GENERATOR
+)
 
 
 @dataclass(slots=True, frozen=True)
@@ -74,9 +87,16 @@ def _expression(fn: Callable[..., Any]) -> tuple[ast.expr | None, str | None]:
     if not isinstance(fn, types.FunctionType) or fn.__name__ == "<lambda>":
         return None, None
     code = fn.__code__
-    if (fn.__closure__ or fn.__defaults__ or fn.__kwdefaults__ or hasattr(fn, "__wrapped__")
-            or code.co_argcount != 1 or code.co_kwonlyargcount or code.co_posonlyargcount
-            or code.co_flags & _NOT_PLAIN):  # fmt: skip
+    if (
+        fn.__closure__
+        or fn.__defaults__
+        or fn.__kwdefaults__
+        or hasattr(fn, "__wrapped__")
+        or code.co_argcount != 1
+        or code.co_kwonlyargcount
+        or code.co_posonlyargcount
+        or code.co_flags & _NOT_PLAIN
+    ):
         return None, None
     try:
         tree = ast.parse(textwrap.dedent(inspect.getsource(fn)))
@@ -88,8 +108,13 @@ def _expression(fn: Callable[..., Any]) -> tuple[ast.expr | None, str | None]:
     body = fdef.body
     if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
         body = body[1:]  # the docstring
-    if (fdef.decorator_list or len(body) != 1 or not isinstance(body[0], ast.Return)
-            or body[0].value is None or not _same_code(tree, fn)):  # fmt: skip
+    if (
+        fdef.decorator_list
+        or len(body) != 1
+        or not isinstance(body[0], ast.Return)
+        or body[0].value is None
+        or not _same_code(tree, fn)
+    ):
         return None, None
     return body[0].value, fdef.args.args[0].arg
 

@@ -32,25 +32,60 @@ def _upper(s: Any) -> str:
 
 # The functions an expression may call (simpleeval's defaults, its compound types, and ours).
 FUNCTIONS: dict[str, Callable[..., Any]] = {
-    "str": str, "int": int, "float": float, "bool": bool, "len": len, "abs": abs,
-    "min": min, "max": max, "round": round, "lower": _lower, "upper": _upper,
-    "list": list, "tuple": tuple, "dict": dict, "set": set,
-}  # fmt: skip
+    "str": str,
+    "int": int,
+    "float": float,
+    "bool": bool,
+    "len": len,
+    "abs": abs,
+    "min": min,
+    "max": max,
+    "round": round,
+    "lower": _lower,
+    "upper": _upper,
+    "list": list,
+    "tuple": tuple,
+    "dict": dict,
+    "set": set,
+}
 
 _ALLOWED_OPS = frozenset(DEFAULT_OPERATORS)  # simpleeval's operator table (no @, no :=)
 # Node types passed through as they are (after their children are checked).
 _PLAIN = (
-    ast.Expression, ast.BoolOp, ast.Compare, ast.IfExp, ast.Subscript, ast.Slice, ast.Dict,
-    ast.Tuple, ast.Set, ast.List, ast.Starred, ast.JoinedStr, ast.Load, ast.boolop,
-    ast.cmpop, ast.unaryop, ast.operator, ast.keyword,
-)  # fmt: skip
+    ast.Expression,
+    ast.BoolOp,
+    ast.Compare,
+    ast.IfExp,
+    ast.Subscript,
+    ast.Slice,
+    ast.Dict,
+    ast.Tuple,
+    ast.Set,
+    ast.List,
+    ast.Starred,
+    ast.JoinedStr,
+    ast.Load,
+    ast.boolop,
+    ast.cmpop,
+    ast.unaryop,
+    ast.operator,
+    ast.keyword,
+)
 _GUARDED = {ast.Pow: "_power", ast.Mult: "_multiply", ast.Add: "_add", ast.LShift: "_lshift"}
 _FOLD: dict[type[ast.operator], Callable[[Any, Any], Any]] = {
-    ast.Pow: guards.power, ast.Mult: guards.multiply, ast.Add: guards.add,
-    ast.LShift: guards.lshift, ast.Mod: guards.modulo, ast.Sub: operator.sub,
-    ast.Div: operator.truediv, ast.FloorDiv: operator.floordiv, ast.RShift: operator.rshift,
-    ast.BitAnd: operator.and_, ast.BitOr: operator.or_, ast.BitXor: operator.xor,
-}  # fmt: skip
+    ast.Pow: guards.power,
+    ast.Mult: guards.multiply,
+    ast.Add: guards.add,
+    ast.LShift: guards.lshift,
+    ast.Mod: guards.modulo,
+    ast.Sub: operator.sub,
+    ast.Div: operator.truediv,
+    ast.FloorDiv: operator.floordiv,
+    ast.RShift: operator.rshift,
+    ast.BitAnd: operator.and_,
+    ast.BitOr: operator.or_,
+    ast.BitXor: operator.xor,
+}
 _UNARY: dict[type[ast.unaryop], Callable[[Any], Any]] = {
     ast.USub: operator.neg,
     ast.UAdd: operator.pos,
@@ -175,8 +210,9 @@ class Rewriter(ast.NodeTransformer):
             # Numbers cannot grow big here: skip the guard's call for them (the operands are
             # side-effect free lookups, so reading them twice changes nothing).
             tests = [_numeric(n) for n in (left, right) if not isinstance(n, ast.Constant)]
-            return ast.IfExp(ast.BoolOp(ast.And(), tests) if len(tests) > 1 else tests[0],
-                             native, guarded)  # fmt: skip
+            return ast.IfExp(
+                ast.BoolOp(ast.And(), tests) if len(tests) > 1 else tests[0], native, guarded
+            )
         return guarded
 
     def visit_FormattedValue(self, node: ast.FormattedValue) -> ast.expr:

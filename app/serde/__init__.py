@@ -162,9 +162,11 @@ def formats(
     schema ID for the input's (:class:`TranslatingCodec`); otherwise bytes pass untouched.
     """
     names = {
-        Role.INPUT_VALUE: value_in, Role.OUTPUT_VALUE: value_out,
-        Role.INPUT_KEY: key_in, Role.OUTPUT_KEY: key_out,
-    }  # fmt: skip
+        Role.INPUT_VALUE: value_in,
+        Role.OUTPUT_VALUE: value_out,
+        Role.INPUT_KEY: key_in,
+        Role.OUTPUT_KEY: key_out,
+    }
     wanted = {fmt for fmt in names.values() if fmt in REGISTRY_FORMATS}
     if registry is not None and client is None and wanted:
         client = registry.client()

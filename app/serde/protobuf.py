@@ -69,9 +69,15 @@ def compile_proto(path: Path, message: str | None = None) -> MessageClass:
     with tempfile.TemporaryDirectory(prefix="eos-bridge-protoc-") as scratch:
         out = Path(scratch) / "set.pb"
         cmd = [
-            sys.executable, "-m", "grpc_tools.protoc", f"-I{include}", f"-I{path.parent}",
-            f"--descriptor_set_out={out}", "--include_imports", path.name,
-        ]  # fmt: skip
+            sys.executable,
+            "-m",
+            "grpc_tools.protoc",
+            f"-I{include}",
+            f"-I{path.parent}",
+            f"--descriptor_set_out={out}",
+            "--include_imports",
+            path.name,
+        ]
         done = subprocess.run(cmd, capture_output=True, text=True, check=False)
         if done.returncode != 0:
             said = (done.stderr or done.stdout).strip()

@@ -111,8 +111,10 @@ class RegistrySettings(BaseModel):
     def client_conf(self) -> dict[str, Any]:
         """The ``SchemaRegistryClient`` configuration."""
         conf: dict[str, Any] = {
-            "url": self.url, "timeout": self.timeout, "max.retries": self.max_retries,
-        }  # fmt: skip
+            "url": self.url,
+            "timeout": self.timeout,
+            "max.retries": self.max_retries,
+        }
         if self.basic_auth is not None:
             conf["basic.auth.user.info"] = self.basic_auth.get_secret_value()
         optional = {

@@ -144,8 +144,10 @@ class DeadLetters:
                 log.warning(
                     "dead-letter ratio %.1f%% over the last %.0fs is back within "
                     "max_dead_letter_ratio=%s: ready again",
-                    100 * ratio, self._window_s, self._max_ratio,
-                )  # fmt: skip
+                    100 * ratio,
+                    self._window_s,
+                    self._max_ratio,
+                )
             return
         (step, cls), worst = max(tallies.items(), key=lambda kv: kv[1].count)
         self._health.set_degraded(
@@ -158,6 +160,12 @@ class DeadLetters:
                 "dead-letter ratio %.1f%% over the last %.0fs exceeds max_dead_letter_ratio=%s: "
                 "step %r fails most, with %s (%d of %d records; first %s); marking the bridge "
                 "not ready (/readyz 503) until the ratio drops",
-                100 * ratio, self._window_s, self._max_ratio, step, cls, worst.count, consumed,
+                100 * ratio,
+                self._window_s,
+                self._max_ratio,
+                step,
+                cls,
+                worst.count,
+                consumed,
                 worst.first,
-            )  # fmt: skip
+            )

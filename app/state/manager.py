@@ -257,8 +257,9 @@ class RocksDBState:
                 if uncommitted and not discard:
                     log.warning(
                         "%s: closing with %d uncommitted updates (dropped)",
-                        state.store.where, uncommitted,
-                    )  # fmt: skip
+                        state.store.where,
+                        uncommitted,
+                    )
                 state.discard()
                 _write_unwritten(state)
                 state.drop_clean()
@@ -291,8 +292,10 @@ def _start_offset(store: StorePartition, low: int, high: int) -> int:
         # truncated. The local state cannot be trusted (Kafka Streams: "task corrupted").
         log.warning(
             "%s: stored changelog offset %d is not below the changelog's end offset %d",
-            store.where, stored, high,
-        )  # fmt: skip
+            store.where,
+            stored,
+            high,
+        )
         store.wipe()
         stored = None
     return low if stored is None else max(stored + 1, low)

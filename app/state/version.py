@@ -120,8 +120,11 @@ def check_state_dir(root: Path, setting: str = "state_dir (BRIDGE_STATE_DIR)") -
         _wipe(root)
         log.warning(
             "state format %s at %s has no in-place migration to %d: local state wiped, "
-            "a full restore from the changelogs follows", found, root, STATE_FORMAT_VERSION,
-        )  # fmt: skip
+            "a full restore from the changelogs follows",
+            found,
+            root,
+            STATE_FORMAT_VERSION,
+        )
     if action is not Action.KEEP:
         write_version(root)
     log.info("state format %d at %s (%s)", STATE_FORMAT_VERSION, root, action.value)

@@ -1,5 +1,6 @@
-"""The runner's group leave after a clean stop (app.runner.leave_group): who leaves, and a
-failure as one warning line, never an exception; a bad value is refused naming the setting."""
+"""The group leave after a clean stop (app.engine.departure.leave_group, which the runner
+calls; its lines are the runner's logger's): who leaves, and a failure as one warning line,
+never an exception; a bad value is refused naming the setting."""
 
 from __future__ import annotations
 
@@ -8,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from app import runner
 from app.config import BridgeSettings
+from app.engine import departure
 from app.errors import ConfigError
 from app.kafka.leave import LeaveFailed
 from app.ops.statefulset import Pod
@@ -28,7 +29,7 @@ def calls(monkeypatch: pytest.MonkeyPatch) -> list[tuple[Any, ...]]:
         made.append(args)
         return True
 
-    monkeypatch.setattr(runner, "remove_static_member", remove)
+    monkeypatch.setattr(departure, "remove_static_member", remove)
     return made
 
 
@@ -38,7 +39,7 @@ def test_scale_in_is_the_default_and_outside_kubernetes_nothing_leaves(
     settings = BridgeSettings(**BASE)
     assert settings.leave_group_on_shutdown == "scale-in"
     with caplog.at_level(logging.INFO, "app.runner"):
-        assert runner.leave_group(settings, OUTSIDE) is False
+        assert departure.leave_group(settings, OUTSIDE) is False
     assert calls == []
     assert [r.levelname for r in caplog.records] == ["INFO"]
     assert "not running in Kubernetes" in caplog.text
@@ -52,11 +53,11 @@ def test_always_removes_this_instance_with_the_consumers_cluster_settings(
         sasl_username="u", sasl_password="p", kafka={"security.protocol": "SASL_SSL"},
     )  # fmt: skip
     with caplog.at_level(logging.INFO, "app.runner"):
-        assert runner.leave_group(settings, OUTSIDE) is True
+        assert departure.leave_group(settings, OUTSIDE) is True
     (bootstrap, common, group, instance, _reason, timeout) = calls[0]
     assert (bootstrap, group, instance) == ("k:9093", "eos-bridge", "sts-1")
     assert common["sasl.username"] == "u" and common["security.protocol"] == "SASL_SSL"
-    assert timeout <= runner.LEAVE_TIMEOUT_S
+    assert timeout <= departure.LEAVE_TIMEOUT_S
     assert "removed static member 'sts-1'" in caplog.text
 
 
@@ -67,7 +68,7 @@ def test_never_and_dynamic_members_send_nothing(
     calls: list[tuple[Any, ...]], extra: dict[str, Any]
 ) -> None:
     settings = BridgeSettings(**BASE, **{"leave_group_on_shutdown": "always", **extra})
-    assert runner.leave_group(settings, OUTSIDE) is False
+    assert departure.leave_group(settings, OUTSIDE) is False
     assert calls == []
 
 
@@ -77,10 +78,10 @@ def test_a_failed_removal_is_one_warning_line(
     def refuse(*_args: Any) -> bool:
         raise LeaveFailed("NoBrokersAvailable: NoBrokersAvailable")
 
-    monkeypatch.setattr(runner, "remove_static_member", refuse)
+    monkeypatch.setattr(departure, "remove_static_member", refuse)
     settings = BridgeSettings(**BASE, leave_group_on_shutdown="always")
     with caplog.at_level(logging.INFO, "app.runner"):
-        assert runner.leave_group(settings, OUTSIDE) is False
+        assert departure.leave_group(settings, OUTSIDE) is False
     (record,) = caplog.records
     assert record.levelname == "WARNING" and record.exc_info is None
     assert "session timeout" in record.getMessage() and "\n" not in record.getMessage()
@@ -92,7 +93,7 @@ def test_an_unreadable_statefulset_is_one_warning_line(
     pod = Pod(hostname="sts-1", api_url="http://127.0.0.1:1", namespace="ns", token="t",
               ca_file=None)  # fmt: skip
     with caplog.at_level(logging.INFO, "app.runner"):
-        assert runner.leave_group(BridgeSettings(**BASE), pod) is False
+        assert departure.leave_group(BridgeSettings(**BASE), pod) is False
     assert calls == [] and [r.levelname for r in caplog.records] == ["WARNING"]
 
 
@@ -123,21 +124,21 @@ def test_scale_in_reads_the_statefulset_then_removes_the_member(
 def _scale_in(state: Any, calls: list[tuple[Any, ...]]) -> None:
     pod = Pod(hostname="sts-1", api_url=state.url, namespace="ns", token="t", ca_file=None)
     state.body = {"spec": {"replicas": 1}}
-    assert runner.leave_group(BridgeSettings(**BASE), pod) is True
+    assert departure.leave_group(BridgeSettings(**BASE), pod) is True
     assert calls and calls[0][3] == "sts-1"
     assert "ordinal 1 >= statefulset ns/sts's desired replicas 1" in calls[0][4]
     state.body = {"spec": {"replicas": 2}}
     calls.clear()
-    assert runner.leave_group(BridgeSettings(**BASE), pod) is False
+    assert departure.leave_group(BridgeSettings(**BASE), pod) is False
     assert calls == []
 
 
 def test_a_member_already_gone_is_one_info_line(
     monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    monkeypatch.setattr(runner, "remove_static_member", lambda *_args: False)
+    monkeypatch.setattr(departure, "remove_static_member", lambda *_args: False)
     settings = BridgeSettings(**BASE, leave_group_on_shutdown="always")
     with caplog.at_level(logging.INFO, "app.runner"):
-        assert runner.leave_group(settings, OUTSIDE) is False
+        assert departure.leave_group(settings, OUTSIDE) is False
     (record,) = caplog.records
     assert record.levelname == "INFO" and "was no longer in group" in record.getMessage()

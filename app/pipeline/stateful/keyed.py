@@ -228,6 +228,21 @@ class Sum:
         return out
 
 
+# The fused count's loop around its body: the per-batch overlay, then the counts into the state.
+_COUNT_PROLOGUE = (
+    "overlay = []",
+    "seen = {}",
+    "last_topic, last_partition = None, -1",
+    "view = counts = None",
+)
+_COUNT_EPILOGUE = (
+    "for view, counts in overlay:",
+    "    set_ = view.set",
+    "    for state_key, count in counts.items():",
+    "        set_(state_key, b'%d' % count)",
+)
+
+
 def _fused_count(store: str, access: StateAccess, max_bytes: int, formats: Formats) -> FusedBatch:
     """Count a batch of consumer messages in one pass and produce each output: P2's hot path.
 
@@ -259,26 +274,28 @@ def _fused_count(store: str, access: StateAccess, max_bytes: int, formats: Forma
         f"v = {{'key': display_key(k), 'count': count, {SOURCE_TOPIC!r}: source,",
         f"     {SOURCE_PARTITION!r}: partition, {SOURCE_OFFSET!r}: m.offset()}}",
     ]
-    epilogue = (
-        "for view, counts in overlay:",
-        "    set_ = view.set",
-        "    for state_key, count in counts.items():",
-        "        set_(state_key, b'%d' % count)",
-    )
     names = {
-        "STORE": store, "access": access, "encode_key": encode_key, "display_key": display_key,
-        "INT64_MAX": INT64_MAX, "int": int, "SOURCE_TOPIC": SOURCE_TOPIC,
-        "SOURCE_PARTITION": SOURCE_PARTITION, "SOURCE_OFFSET": SOURCE_OFFSET,
-    }  # fmt: skip
+        "STORE": store,
+        "access": access,
+        "encode_key": encode_key,
+        "display_key": display_key,
+        "INT64_MAX": INT64_MAX,
+        "int": int,
+        "SOURCE_TOPIC": SOURCE_TOPIC,
+        "SOURCE_PARTITION": SOURCE_PARTITION,
+        "SOURCE_OFFSET": SOURCE_OFFSET,
+    }
     return fused_loop(
-        body, where=f"count {store!r} (fused)", names=names, max_bytes=max_bytes,
-        formats=formats, accept=("counts[state_key] = count",), epilogue=epilogue,
+        body,
+        where=f"count {store!r} (fused)",
+        names=names,
+        max_bytes=max_bytes,
+        formats=formats,
+        accept=("counts[state_key] = count",),
+        epilogue=_COUNT_EPILOGUE,
         input_numbers=False,
-        prologue=(
-            "overlay = []", "seen = {}", "last_topic, last_partition = None, -1",
-            "view = counts = None",
-        ),
-    )  # fmt: skip
+        prologue=_COUNT_PROLOGUE,
+    )
 
 
 def _keyed_output(row: Row, field: str, value: Any) -> dict[str, Any]:

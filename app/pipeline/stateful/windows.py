@@ -274,8 +274,12 @@ def window(
     skew_ms = milliseconds(max_event_time_skew, f"window {name!r} max_event_time_skew")
     assert hop_ms is not None and grace_ms is not None and skew_ms is not None
     return Window(
-        size_ms, hop_ms, grace_ms,
+        size_ms,
+        hop_ms,
+        grace_ms,
         Combined(aggregate) if isinstance(aggregate, list) else Aggregate(aggregate, of),
-        timestamp, name, skew_ms,
+        timestamp,
+        name,
+        skew_ms,
         late_records,
-    )  # fmt: skip
+    )
