@@ -126,10 +126,8 @@ class ConnectionSettings(BaseSettings):
 
     def source(self) -> Cluster:
         """The cluster the bridge reads (the top-level connection settings)."""
-        return Cluster(
-            bootstrap_servers=self.bootstrap_servers, sasl_username=self.sasl_username,
-            sasl_password=self.sasl_password, kafka=self.kafka,
-        )  # fmt: skip
+        names = ("bootstrap_servers", "sasl_username", "sasl_password", "kafka")
+        return Cluster(**{name: getattr(self, name) for name in names})
 
     def client_common(self) -> dict[str, KafkaValue]:
         """librdkafka settings shared by both clients, credentials included (never logged)."""
@@ -236,9 +234,10 @@ class BridgeSettings(ConnectionSettings):
         "default: the cluster read from",
     )
     offsets_topic: str | None = Field(
-        None, description="two clusters, exactly-once: compacted topic of the target that "
-        "holds the input positions; default <group_id>.offsets (docs/cross-cluster.md)",
-    )  # fmt: skip
+        None,
+        description="two clusters, exactly-once: the target's compacted topic of input "
+        "positions; default <group_id>.offsets (docs/cross-cluster.md)",
+    )
     mirror_offsets_to_source: bool = Field(
         False, description="two clusters: commit positions to the source group too (advisory)"
     )
