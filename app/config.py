@@ -126,10 +126,8 @@ class ConnectionSettings(BaseSettings):
 
     def source(self) -> Cluster:
         """The cluster the bridge reads (the top-level connection settings)."""
-        return Cluster(
-            bootstrap_servers=self.bootstrap_servers, sasl_username=self.sasl_username,
-            sasl_password=self.sasl_password, kafka=self.kafka,
-        )  # fmt: skip
+        names = ("bootstrap_servers", "sasl_username", "sasl_password", "kafka")
+        return Cluster(**{name: getattr(self, name) for name in names})
 
     def client_common(self) -> dict[str, KafkaValue]:
         """librdkafka settings shared by both clients, credentials included (never logged)."""
@@ -170,7 +168,8 @@ class BridgeSettings(ConnectionSettings):
     transactional_id_prefix: str | None = Field(None, description="default: group_id")
     static_membership: bool = Field(True, description="group.instance.id = instance_id")
     group_protocol: Literal["classic", "consumer"] = Field(
-        "classic", description="consumer: KIP-848 incremental rebalancing (brokers >= 4.0)"
+        "consumer",
+        description="consumer: KIP-848 incremental rebalancing (brokers >= 4.0); classic: eager",
     )
     leave_group_on_shutdown: Literal["scale-in", "always", "never"] = Field(
         "scale-in",
@@ -235,9 +234,10 @@ class BridgeSettings(ConnectionSettings):
         "default: the cluster read from",
     )
     offsets_topic: str | None = Field(
-        None, description="two clusters, exactly-once: compacted topic of the target that "
-        "holds the input positions; default <group_id>.offsets (docs/cross-cluster.md)",
-    )  # fmt: skip
+        None,
+        description="two clusters, exactly-once: the target's compacted topic of input "
+        "positions; default <group_id>.offsets (docs/cross-cluster.md)",
+    )
     mirror_offsets_to_source: bool = Field(
         False, description="two clusters: commit positions to the source group too (advisory)"
     )

@@ -79,6 +79,12 @@ class InstanceFenced(KafkaFatalError):
     """Another live consumer joined the group with our ``group.instance.id`` (exit 5)."""
 
 
+class InstanceIdUnreleased(InstanceFenced):
+    """KIP-848: the group still has a member with our ``group.instance.id`` that has not left
+    (``UNRELEASED_INSTANCE_ID``): this instance's own previous process, killed within the
+    session timeout, until its session expires; past that, a live twin (exit 5)."""
+
+
 class ProducerFenced(BridgeError):
     """The producer is fatally broken or fenced; a new one (same transactional.id) takes over."""
 

@@ -26,13 +26,21 @@ from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
 from app.config import BridgeSettings
-from app.engine.departure import leave_group
+from app.engine.departure import group_session_s, leave_group, release_id
 from app.engine.faults import NO_FAULTS, Faults
 from app.engine.loop import Bridge
 from app.engine.refusal import refusal
+from app.engine.rejoin import UNRELEASED_RETRY_S, Rejoins
 from app.engine.start import build
 from app.engine.watchdog import Watchdog
-from app.errors import BridgeError, ConfigError, InstanceFenced, KafkaFatalError, RecordError
+from app.errors import (
+    BridgeError,
+    ConfigError,
+    InstanceFenced,
+    InstanceIdUnreleased,
+    KafkaFatalError,
+    RecordError,
+)
 from app.kafka.errors import describe
 from app.kafka.stable import stable_offsets, written_partitions
 from app.ops.health import Health, serve
@@ -84,22 +92,6 @@ class _Stop:
             self.bridge.stopping = True
 
 
-class _Rejoins:
-    """Whether a fence may be answered in-process: not twice within ``window_s``."""
-
-    def __init__(self, window_s: float, clock: Callable[[], float] = time.monotonic) -> None:
-        self._window_s = window_s
-        self._clock = clock
-        self._last: float | None = None
-
-    def allow(self) -> bool:
-        now = self._clock()
-        if self._last is not None and now - self._last < self._window_s:
-            return False
-        self._last = now
-        return True
-
-
 def run(
     settings: BridgeSettings,
     *,
@@ -128,7 +120,9 @@ def run(
     trimmer = Trimmer().start()  # RSS back down after a backlog's peak (app.ops.trim)
     unstable: UnstableOffsets | None = None
     stop = _stop_on_signals(settings, watchdog, until)
-    rejoins = _Rejoins(REJOIN_WINDOW_S)
+    rejoins = Rejoins(
+        REJOIN_WINDOW_S, lambda: group_session_s(settings), release=lambda: release_id(settings)
+    )
     try:
         while True:
             built = _build_unless_stopped(
@@ -138,7 +132,7 @@ def run(
                 return built
             unstable = unstable or _watch_unstable(settings, metrics)
             stop.hand_to(built)
-            code = _run(built, rejoin=lambda: not stop.requested and rejoins.allow())
+            code = _run(built, rejoin=lambda exc: not stop.requested and rejoins.allow(exc))
             if code == EXIT_OK:
                 leave_group(settings)
             if code is not _REJOIN:
@@ -280,7 +274,7 @@ def _build(
 _REJOIN = -1  # not an exit code: build the bridge again (a fence answered in-process)
 
 
-def _run(bridge: Bridge, rejoin: Callable[[], bool] = lambda: False) -> int:
+def _run(bridge: Bridge, rejoin: Callable[[InstanceFenced], bool] = lambda _: False) -> int:
     """Run the built bridge; every way it can end, as an exit code (or :data:`_REJOIN` after a
     fence that ``rejoin()`` allows to be answered in-process)."""
     try:
@@ -290,8 +284,16 @@ def _run(bridge: Bridge, rejoin: Callable[[], bool] = lambda: False) -> int:
     except RecordError as exc:
         log.error("stopping: %s", exc)
         code = EXIT_RECORD
+    except InstanceIdUnreleased as exc:
+        if rejoin(exc):
+            log.info("%s; joining again in %.0fs", exc, UNRELEASED_RETRY_S)
+            time.sleep(UNRELEASED_RETRY_S)
+            code = _REJOIN
+        else:
+            log.error("fenced: %s, for longer than its session timeout: a live twin", exc)
+            code = EXIT_FENCED
     except InstanceFenced as exc:
-        if rejoin():
+        if rejoin(exc):
             log.warning(
                 "%s; closing and joining the group again in-process (a second fence within "
                 "%.0fs exits 5)",

@@ -21,7 +21,7 @@ from hypothesis import settings
 from devkit.kafka import LocalKafka
 from tests.support import prefetch
 from tests.support.chaos import heal_brokers
-from tests.support.kafka import KafkaFixture
+from tests.support.kafka import TEST_BROKER_GROUPS, KafkaFixture
 from tests.support.registry import RegistryFixture, start_registry
 
 # No per-example deadline: a busy machine must not fail a property test (a test's outcome never
@@ -59,7 +59,7 @@ def kafka_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalKaf
     if os.environ.get("KAFKA_BOOTSTRAP"):
         yield None
         return
-    cluster = LocalKafka(tmp_path_factory.mktemp("kafka"), brokers=1)
+    cluster = LocalKafka(tmp_path_factory.mktemp("kafka"), brokers=1, overrides=TEST_BROKER_GROUPS)
     cluster.start()
     try:
         yield cluster
@@ -77,7 +77,9 @@ def kafka(kafka_cluster: LocalKafka | None) -> KafkaFixture:
 
 @pytest.fixture(scope="session")
 def _cluster3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalKafka]:
-    cluster = LocalKafka(tmp_path_factory.mktemp("kafka3"), brokers=3, heap="512m")
+    cluster = LocalKafka(
+        tmp_path_factory.mktemp("kafka3"), brokers=3, heap="512m", overrides=TEST_BROKER_GROUPS
+    )
     cluster.start(timeout=120)
     try:
         yield cluster
@@ -105,7 +107,12 @@ def cluster3(_cluster3: LocalKafka, request: pytest.FixtureRequest) -> Iterator[
 def secure(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalKafka]:
     """A broker with SASL_SSL (SCRAM), mTLS and ACLs (devkit.kafka.security); the admin's
     PLAINTEXT listener is ``.bootstrap``."""
-    cluster = LocalKafka(tmp_path_factory.mktemp("secure-kafka"), secure=True, heap="512m")
+    cluster = LocalKafka(
+        tmp_path_factory.mktemp("secure-kafka"),
+        secure=True,
+        heap="512m",
+        overrides=TEST_BROKER_GROUPS,
+    )
     cluster.start(timeout=120)
     try:
         yield cluster
@@ -117,7 +124,9 @@ def secure(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalKafka]:
 def target_kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaFixture]:
     """A second, independent cluster (the target of cross-cluster tests), started on first
     use and shared by the session."""
-    cluster = LocalKafka(tmp_path_factory.mktemp("kafka-target"), brokers=1)
+    cluster = LocalKafka(
+        tmp_path_factory.mktemp("kafka-target"), brokers=1, overrides=TEST_BROKER_GROUPS
+    )
     cluster.start()
     try:
         yield KafkaFixture(cluster.bootstrap)

@@ -13,8 +13,22 @@ from typing import Any
 
 from confluent_kafka import KafkaError
 
-from app.errors import DeserializationError, InstanceFenced, KafkaFatalError, OffsetsUnfetched
-from app.kafka.errors import Reaction, classify_consumer, describe, offsets_unfetched
+from app.errors import (
+    ConfigError,
+    DeserializationError,
+    InstanceFenced,
+    InstanceIdUnreleased,
+    KafkaFatalError,
+    OffsetsUnfetched,
+)
+from app.kafka.errors import (
+    Reaction,
+    classify_consumer,
+    describe,
+    group_protocol_unsupported,
+    instance_id_unreleased,
+    offsets_unfetched,
+)
 from app.kafka.ports import Message
 from app.pipeline.builder import Pipeline
 from app.pipeline.record import Failure, Row
@@ -81,6 +95,19 @@ class BatchDecoder:
 
 def consumer_error(err: KafkaError, instance_id: str) -> None:
     """React to a consumer error event: raise what the ladder handles, else log it."""
+    if group_protocol_unsupported(err):
+        raise ConfigError(
+            "group_protocol=consumer (BRIDGE_GROUP_PROTOCOL): the group coordinator does not "
+            f"speak KIP-848 ({describe(err)}); brokers before Kafka 4.0 need "
+            "BRIDGE_GROUP_PROTOCOL=classic"
+        )
+    if instance_id_unreleased(err):
+        raise InstanceIdUnreleased(
+            f"the group still holds a member with instance_id={instance_id!r} "
+            f"(group.instance.id) that has not left ({describe(err)}): this instance's "
+            f"previous process until its session times out, or another live instance with the "
+            f"same id"
+        )
     reaction = classify_consumer(err)
     if reaction is Reaction.INSTANCE_FENCED:
         raise InstanceFenced(

@@ -1,15 +1,20 @@
 """The group leave after a clean stop: whether this instance's static member leaves its group
 for good (``leave_group_on_shutdown``, docs/operations.md), and the removal
 (:mod:`app.kafka.leave`), one log line whatever happens. The runner calls it once the final
-checkpoint is committed and the consumer closed."""
+checkpoint is committed and the consumer closed. Also the release of this instance's id when
+KIP-848 refuses it because a member that never left still holds it (app.engine.rejoin)."""
 
 from __future__ import annotations
 
 import logging
 import time
 
+from confluent_kafka.admin import AdminClient
+
 from app.config import BridgeSettings
+from app.kafka.admin import group_session_timeout_ms
 from app.kafka.leave import LeaveFailed, remove_static_member
+from app.ops.logs import librdkafka_logging
 from app.ops.statefulset import Pod, scale_in_verdict
 
 # Its lines are the runner's: docs/operations.md names the logger operators filter on.
@@ -86,3 +91,33 @@ def _why_leave(settings: BridgeSettings, pod: Pod | None) -> str | None:
         )
         return None
     return verdict.why
+
+
+def release_id(settings: BridgeSettings) -> bool:
+    """KIP-848 refused this instance's id: a member that never left holds it (its own killed
+    process, or a live twin). Remove that member (app.engine.rejoin); never raises."""
+    source, member = settings.source(), (settings.group_id, settings.instance_id)
+    reason = "eos-bridge restarted: releasing its earlier membership"
+    timeout = min(LEAVE_TIMEOUT_S, settings.call_timeout)
+    try:
+        removed = remove_static_member(
+            source.bootstrap_servers, source.client_common(), *member, reason, timeout
+        )
+    except LeaveFailed as exc:
+        log.warning("could not release instance_id %r: %s", settings.instance_id, exc)
+        return False
+    log.warning(
+        "group %r, instance_id %r: held by a member that never left (this instance's earlier "
+        "process, killed, or a live twin); removed it and joining again at once",
+        *member,
+    )
+    return removed
+
+
+def group_session_s(settings: BridgeSettings) -> float | None:
+    """The group's session timeout as the broker holds it (KIP-848), None if it does not say."""
+    source = settings.source()
+    conf = {"bootstrap.servers": source.bootstrap_servers, **source.client_common()}
+    admin = AdminClient({**conf, **librdkafka_logging()})
+    ms = group_session_timeout_ms(admin, settings.group_id, settings.call_timeout)
+    return None if ms is None else ms / 1000

@@ -24,7 +24,12 @@ from app.config import BridgeSettings, Cluster
 from app.engine.repartition import prepare_repartition, regroup_plan
 from app.errors import ConfigError
 from app.kafka.access import check_acls, connect
-from app.kafka.admin import partition_counts, refuse_compacted_dlq, require_topics
+from app.kafka.admin import (
+    group_session_timeout_ms,
+    partition_counts,
+    refuse_compacted_dlq,
+    require_topics,
+)
 from app.kafka.errors import describe
 from app.kafka.naming import keeps_partition, partition_mismatches
 from app.offsets.target import prepare_offsets_topic
@@ -65,6 +70,8 @@ class Preflight:
         formats: the codec of each topic role, output schemas registered.
         registry: the registries' probes (None: no registry), for outages during the run.
         changelogs: a stateful pipeline's changelog topics (None: no state).
+        group_session_ms: ``group_protocol: consumer``: the group's session timeout as the
+            broker holds it (None: classic, or the broker did not say).
     """
 
     topics: frozenset[str]
@@ -75,6 +82,7 @@ class Preflight:
     formats: serde.Formats = field(default_factory=serde.formats)
     registry: RegistryProbes | None = None
     changelogs: Changelogs | None = None
+    group_session_ms: int | None = None
 
 
 def check(settings: BridgeSettings, pipeline: Pipeline) -> Preflight:
@@ -91,7 +99,12 @@ def check(settings: BridgeSettings, pipeline: Pipeline) -> Preflight:
     changelogs = None
     if pipeline.stateful:
         changelogs = prepare_changelogs(settings, pipeline, None if plan is None else [plan.topic])
-    return Preflight(frozenset(topics), limits, keep, admin, plan, formats, registry, changelogs)
+    session = None
+    if settings.group_protocol == "consumer":
+        source = _source_admin(settings) if settings.cross_cluster else admin
+        session = group_session_timeout_ms(source, settings.group_id, settings.startup_timeout)
+    facts = (frozenset(topics), limits, keep, admin, plan, formats, registry, changelogs)
+    return Preflight(*facts, group_session_ms=session)
 
 
 def check_only(settings: BridgeSettings, pipeline: Pipeline) -> None:

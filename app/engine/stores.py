@@ -24,10 +24,12 @@ from app.ops.logs import librdkafka_logging
 log = logging.getLogger(__name__)
 
 
-def stuck_after(settings: BridgeSettings) -> float:
-    """The watchdog's deadline for one blocking call (``stuck_call_timeout`` or derived)."""
+def stuck_after(settings: BridgeSettings, group_session_ms: int | None = None) -> float:
+    """The watchdog's deadline for one blocking call (``stuck_call_timeout`` or derived;
+    ``group_session_ms``: a KIP-848 group's session timeout, from the broker)."""
+    timeouts = (settings.kafka, settings.consumer, settings.producer)
     return settings.stuck_call_timeout or stuck_call_deadline(
-        settings.call_timeout, settings.kafka, settings.consumer, settings.producer
+        settings.call_timeout, *timeouts, group_session_ms
     )
 
 

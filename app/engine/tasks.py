@@ -235,10 +235,8 @@ class TaskProducers:
             started = time.monotonic()
             self._producers[txn_id] = self._initialised(txn_id)  # the old one goes
             self.epoch_bumps += 1
-            log.info(
-                "task producer %s: new epoch after %s (%.0f ms)",
-                txn_id, after, (time.monotonic() - started) * 1000,
-            )  # fmt: skip
+            took_ms = (time.monotonic() - started) * 1000
+            log.info("task producer %s: new epoch after %s (%.0f ms)", txn_id, after, took_ms)
 
     def _renew_retried(self) -> None:
         """A new epoch for each task whose ended transaction had a retried or slow commit."""

@@ -124,7 +124,7 @@ def compose(
     common, consumer = producer_common(settings), _consumer(settings, clients)
     collector = RecordCollector(metrics=metrics)  # the producer is bound below
     pconf = _producer_config(settings, pipeline, common, batch_limit, collector)
-    stuck = stuck_after(settings)
+    stuck = stuck_after(settings, facts.group_session_ms)
     offsets, tasks = offset_store(settings, pconf, watchdog, consumer, stuck, faults, clients)
     txn = _transactions(settings, pconf, consumer, offsets, tasks, watchdog, stuck, faults, clients)
     collector.rebind(txn.producer)

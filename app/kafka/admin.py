@@ -10,7 +10,7 @@ from collections.abc import Iterable
 from difflib import SequenceMatcher
 
 from confluent_kafka import KafkaException
-from confluent_kafka.admin import AdminClient, ClusterMetadata, ConfigResource
+from confluent_kafka.admin import AdminClient, ClusterMetadata, ConfigResource, ResourceType
 
 from app.errors import ConfigError
 from app.kafka.errors import describe
@@ -93,3 +93,18 @@ def refuse_compacted_dlq(admin: AdminClient, topic: str, timeout: float) -> None
             f"compacted topic refuses dead letters without a key: use a topic with "
             f"cleanup.policy=delete"
         )
+
+
+def group_session_timeout_ms(admin: AdminClient, group: str, timeout: float) -> int | None:
+    """Under KIP-848 the broker holds a group's session timeout: the group's
+    ``consumer.session.timeout.ms`` (its own config, else the broker's
+    ``group.consumer.session.timeout.ms``). None when the broker does not say (no
+    DescribeConfigs right on the group, or a broker without group configs): the caller then
+    takes the documented default."""
+    resource = ConfigResource(ResourceType.GROUP, group)
+    try:
+        entries = admin.describe_configs([resource], request_timeout=timeout)[resource]
+        entry = entries.result(timeout=timeout).get("consumer.session.timeout.ms")
+    except KafkaException:
+        return None
+    return None if entry is None or entry.value is None else int(entry.value)

@@ -72,7 +72,7 @@ def consumer_config(
     static_member_id: str | None,
     common: dict[str, Any],
     extra: dict[str, Any],
-    group_protocol: str = "classic",
+    group_protocol: str = "consumer",
 ) -> dict[str, Any]:
     """The consumer's librdkafka configuration.
 
@@ -127,7 +127,11 @@ STUCK_CALL_GRACE_S = 15.0  # the watchdog's margin over a call's own timeout (th
 
 
 def stuck_call_deadline(
-    call_timeout: float, kafka: dict[str, Any], consumer: dict[str, Any], producer: dict[str, Any]
+    call_timeout: float,
+    kafka: dict[str, Any],
+    consumer: dict[str, Any],
+    producer: dict[str, Any],
+    group_session_ms: int | None = None,
 ) -> float:
     """Seconds after which the watchdog ends a blocking Kafka call (exit 3), by default.
 
@@ -137,9 +141,12 @@ def stuck_call_deadline(
     that hit the dead broker, once for the retry on its successor. Never more than
     ``call_timeout`` + 15 s, the fixed deadline before: with librdkafka's defaults (30 s, 45 s)
     that cap is what applies; with tuned timeouts (5 s, 6 s) a stuck call ends after 12 s.
+    Under ``group_protocol: consumer`` the broker holds the session timeout: the group's
+    (``group_session_ms``, read at start-up), else the broker's documented default (45 s).
     """
     request_ms = producer.get("request.timeout.ms", kafka.get("request.timeout.ms"))
     session_ms = consumer.get("session.timeout.ms", kafka.get("session.timeout.ms"))
+    session_ms = session_ms or group_session_ms
     request = float(request_ms or _LIBRDKAFKA_REQUEST_TIMEOUT_MS) / 1000
     session = float(session_ms or _LIBRDKAFKA_SESSION_TIMEOUT_MS) / 1000
     return min(2 * max(request, session), call_timeout + STUCK_CALL_GRACE_S)

@@ -171,6 +171,24 @@ def offsets_unfetched(err: KafkaError) -> bool:
     return "Failed to fetch committed offsets" in err.str()
 
 
+def group_protocol_unsupported(err: KafkaError) -> bool:
+    """The broker has no KIP-848 group coordinator (Kafka before 4.0, or
+    ``group.coordinator.rebalance.protocols`` without ``consumer``): librdkafka's consumer fails
+    with ``_FATAL`` ("API version not supported: ConsumerGroupHeartbeat"), the code it also uses
+    for a fenced static member, so only the API's name in the text tells them apart."""
+    fatal = err.code() in (KafkaError._FATAL, KafkaError.UNSUPPORTED_VERSION)
+    text = err.str()
+    return fatal and "API version not supported" in text and "ConsumerGroupHeartbeat" in text
+
+
+def instance_id_unreleased(err: KafkaError) -> bool:
+    """KIP-848 refuses a static member whose ``group.instance.id`` another member still holds
+    (``UNRELEASED_INSTANCE_ID``); librdkafka delivers it as ``_FATAL`` with the broker's text,
+    so, as for :func:`group_protocol_unsupported`, only the text tells it from a fence."""
+    held = err.code() in (KafkaError._FATAL, KafkaError.UNRELEASED_INSTANCE_ID)
+    return held and "instance ID is still used" in err.str()
+
+
 def consumer_retriable(err: KafkaError) -> bool:
     """librdkafka retries this consumer error by itself (:func:`classify_consumer`)."""
     return classify_consumer(err) is Reaction.RETRY

@@ -1,11 +1,14 @@
 """A seeded nemesis: random faults against 2-3 bridge instances and 3 brokers under live input.
 
     make chaos ROUNDS=20 SEED=7
-    python -m tests.chaos.nemesis --rounds 20 --seed 7 [--only-round 12] [--workdir DIR]
+    python -m tests.chaos.nemesis --rounds 20 --seed 7 [--only-round 12] [--protocol classic]
+        [--workdir DIR]
 
 Each round draws (from ``random.Random(f"{seed}/{round}")``, so any round replays alone) how
 many instances run and which faults of :data:`tests.chaos.faults.FAULTS` hit them one after
-the other, each inside an open transaction; then it heals everything and runs the
+the other, each inside an open transaction, and the group protocol its bridges speak (from
+``random.Random(f"{seed}/{round}/protocol")``, so that the faults a seed drew before the
+protocol was drawn stay the same); then it heals everything and runs the
 exactly-once oracle with the live read_committed reader. A line per round, a table at the end;
 on a violation the round's logs are kept and the command that replays it is printed.
 """
@@ -37,6 +40,7 @@ class RoundResult:
     index: int
     instances: int
     faults: list[str]
+    protocol: str = "consumer"
     records: int = 0
     aborted: int = 0
     restarts: int = 0
@@ -48,6 +52,7 @@ class RoundResult:
         verdict = "ok" if self.error is None else f"VIOLATION: {self.error.splitlines()[0]}"
         return (
             f"round {self.index:3d} seed={seed} bridges={self.instances} "
+            f"protocol={self.protocol} "
             f"faults={','.join(self.faults)} records={self.records} "
             f"aborted_seen_uncommitted={self.aborted} exit3_restarts={self.restarts} "
             f"liveness_kills={self.liveness_kills} "
@@ -63,14 +68,26 @@ def plan(seed: int, index: int) -> tuple[random.Random, int, list[str]]:
     return rng, instances, kinds
 
 
-def run_round(rig: Rig, log_dir: Path, seed: int, index: int) -> RoundResult:
-    """One round on ``rig``; never raises for a violation (it is in ``error``)."""
+def protocol_of(seed: int, index: int) -> str:
+    """The round's group protocol: a function of seed and index, drawn apart from the faults."""
+    return random.Random(f"{seed}/{index}/protocol").choice(["consumer", "classic"])
+
+
+def run_round(
+    rig: Rig, log_dir: Path, seed: int, index: int, protocol: str | None = None
+) -> RoundResult:
+    """One round on ``rig``; never raises for a violation (it is in ``error``). ``protocol``:
+    the round's group protocol instead of the seed's (``make test`` runs one of each)."""
     rng, instances, kinds = plan(seed, index)
-    result = RoundResult(index, instances, kinds)
+    protocol = protocol or protocol_of(seed, index)
+    result = RoundResult(index, instances, kinds, protocol)
     started = time.monotonic()
     log_dir.mkdir(parents=True, exist_ok=True)
     os.environ["CHAOS_STALL_DIR"] = str(log_dir)  # the bridges inherit it (stall-step)
-    scene = Scene(rig, log_dir, records=RECORDS_PER_ROUND, proxied=True, pipeline=STALL_PIPELINE)
+    scene = Scene(
+        rig, log_dir, records=RECORDS_PER_ROUND, proxied=True, pipeline=STALL_PIPELINE,
+        group_protocol=protocol,
+    )  # fmt: skip
     try:
         scene.start(instances)
         scene.feed_and_commit(2000)
@@ -133,6 +150,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--only-round", type=int, default=None, help="replay one round")
     parser.add_argument("--workdir", type=Path, default=None, help="default: a temp dir")
+    parser.add_argument(
+        "--protocol", choices=["consumer", "classic"], default=None,
+        help="every round's group protocol (default: drawn per round from the seed)",
+    )  # fmt: skip
     args = parser.parse_args(argv)
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="eos-chaos-"))
     rounds = [args.only_round] if args.only_round is not None else range(args.rounds)
@@ -140,7 +161,7 @@ def main(argv: list[str] | None = None) -> int:
     rig = Rig(workdir / "rig").start()
     try:
         for index in rounds:
-            result = run_round(rig, workdir / f"round-{index}", args.seed, index)
+            result = run_round(rig, workdir / f"round-{index}", args.seed, index, args.protocol)
             table.add(result)
             print(result.line(args.seed), flush=True)
             if result.error is None:

@@ -8,12 +8,12 @@ from typing import Any
 from devkit.kafka.cluster import free_port
 from tests.support.bridge import BridgeProcess, bridge_topics, json_records
 from tests.support.chaos import (
-    FAST_FAULTS,
     Rig,
     Supervisor,
     Verdict,
     Watcher,
     check_exactly_once,
+    fast_faults,
     wait_committed,
     wait_open_transaction,
 )
@@ -44,7 +44,8 @@ class Scene:
         self.settings: dict[str, Any] = {
             "bootstrap_servers": rig.proxied_bootstrap if proxied else rig.cluster.bootstrap,
             "input_topics": [self.src], "output_topic": self.out, "dlq_topic": self.dlq,
-            "group_id": self.group, "batch_size": BATCH, **FAST_FAULTS, **extra,
+            "group_id": self.group, "batch_size": BATCH,
+            **fast_faults(extra.get("group_protocol", "consumer")), **extra,
         }  # fmt: skip
         self.bridges: list[BridgeProcess] = []
         self.sup = Supervisor(self.bridges)

@@ -48,6 +48,8 @@ class XScene:
             "pipeline": "tests.state_pipelines:counting",
             "target": {"bootstrap_servers": target_bootstrap, "kafka": FAST_FAULTS["kafka"]},
         }  # fmt: skip
+        # the source group's session timeout: in the client (classic) or the broker (consumer)
+        self.s["consumer"] = source.fast_handover(self.s, SESSION_TIMEOUT_MS)
         self.src, self.out = src, out
         self.feeder = Feeder(source, src, *json_records(RECORDS))
         self.bridge = BridgeProcess(tmp_path, "bridge-x", **self.s)

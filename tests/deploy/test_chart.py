@@ -288,11 +288,11 @@ def test_bridge_settings_reach_the_environment(manifests: Callable[..., list[Man
 def test_group_protocol_reaches_the_environment(
     manifests: Callable[..., list[Manifest]],
 ) -> None:
-    """bridge.groupProtocol is BRIDGE_GROUP_PROTOCOL; the default stays classic (eager)."""
+    """bridge.groupProtocol is BRIDGE_GROUP_PROTOCOL; the default is consumer (KIP-848)."""
     default = env_of(bridge_container(manifests(DEFAULT)))
-    assert default["BRIDGE_GROUP_PROTOCOL"]["value"] == "classic"
-    resources = manifests(DEFAULT, sets=["bridge.groupProtocol=consumer"])
-    assert env_of(bridge_container(resources))["BRIDGE_GROUP_PROTOCOL"]["value"] == "consumer"
+    assert default["BRIDGE_GROUP_PROTOCOL"]["value"] == "consumer"
+    resources = manifests(DEFAULT, sets=["bridge.groupProtocol=classic"])
+    assert env_of(bridge_container(resources))["BRIDGE_GROUP_PROTOCOL"]["value"] == "classic"
 
 
 @pytest.mark.parametrize("values", CI_VALUES, ids=ci_id)
@@ -323,7 +323,7 @@ def test_the_bridge_accepts_the_rendered_configuration(
     )  # fmt: skip
 
     assert result.returncode == 0, result.stderr
-    assert "eos-bridge: group protocol: classic (eager)" in result.stderr
+    assert "eos-bridge: group protocol: consumer (KIP-848" in result.stderr
     effective = json.loads(result.stdout)
     assert effective["transactional_id"] == "streaming.demo-eos-bridge-demo-eos-bridge-0"
     assert effective["state_dir"] == STATE_DIR

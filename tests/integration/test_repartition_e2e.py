@@ -173,7 +173,7 @@ def test_repartition_partitions_move_with_their_state(
     partitions it takes are restored from their changelogs there and back, so the counts per
     new key go on exactly (phased: each phase fed once the group is where the test wants it)."""
     s, src, out, rp = _setup(kafka, tmp_path, "steps:\n  - key_by: customer\n  - count\n")
-    s["consumer"] = {"session.timeout.ms": 8000}  # static members: a stopped one's move then
+    s["consumer"] = kafka.fast_handover(s, session_ms=8000)  # static: a stopped one's move then
     values = [
         orjson.dumps({"id": f"o{i}", "customer": f"c{(i * 31) % 60}", "amount": i % 97})
         for i in range(9_000)

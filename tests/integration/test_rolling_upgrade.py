@@ -156,15 +156,22 @@ def test_rolling_upgrade_from_an_earlier_version_stays_exactly_once(
     kafka: KafkaFixture, tmp_path: Path, old_versions: list[Path], instances: list[BridgeProcess]
 ) -> None:
     src, out, dlq = bridge_topics(kafka, partitions=6)
-    fast_handover = {"session.timeout.ms": 6000, "heartbeat.interval.ms": 1000}
-    s = base_settings(kafka, src, out, dlq, batch_size=500, consumer=fast_handover,
+    s = base_settings(kafka, src, out, dlq, batch_size=500,
                       pipeline="tests.state_pipelines:counting")  # fmt: skip
+    # The earlier versions speak the classic protocol (the client sets their session timeout);
+    # the working tree joins the same group under its default, consumer (KIP-848): the broker
+    # migrates the group online (group.consumer.migration.policy, bidirectional by default)
+    # and holds the session timeout of its KIP-848 members (the group's config, set here).
+    classic = kafka.fast_handover({**s, "group_protocol": "classic"})
+    kafka.fast_handover(s)
     feeder = Feeder(kafka, src, *json_records(400_000))
 
     def bridge(i: int, stage: int) -> BridgeProcess:
         """Instance ``i`` as the ``stage``-th version: CHAIN's, then the working tree."""
         own = {"instance_id": f"i{i}", "state_dir": str(tmp_path / f"state-i{i}"),
                "http_port": free_port()}  # fmt: skip
+        if stage < len(CHAIN):
+            own["consumer"] = classic
         b = BridgeProcess(tmp_path, f"v{stage}-i{i}", **{**s, **own})
         instances.append(b)
         return _old(b, old_versions[stage]) if stage < len(CHAIN) else b

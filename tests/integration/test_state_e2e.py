@@ -285,8 +285,9 @@ def test_rebalance_one_two_one_with_state(
 
     Phased: each phase of input is fed only once the group is where the test wants it, so
     both instances provably work on their own partitions whatever the machine's speed."""
-    # Static membership: a stopped member's partitions move after session.timeout.ms.
-    s, feeder = _setup(kafka, tmp_path, 90_000, "counting", consumer={"session.timeout.ms": 8000})
+    # Static membership: a stopped member's partitions move after the session timeout.
+    s, feeder = _setup(kafka, tmp_path, 90_000, "counting")
+    s["consumer"] = kafka.fast_handover(s, session_ms=8000)
     ports = free_port(), free_port()
     first = bridges(**s, http_port=ports[0]).start()
     _phase(kafka, feeder, s, 30_000, first)

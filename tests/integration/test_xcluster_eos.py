@@ -100,13 +100,13 @@ def test_paused_zombie_across_clusters_is_fenced(
     """
     pause = tmp_path / "pause-a"
     n = ZOMBIE_RECORDS
-    consumer = {"session.timeout.ms": 6000, "heartbeat.interval.ms": 1000}
     extra: dict[str, Any] = (
         {"pipeline": "tests.state_pipelines:counting"}
         if stateful
         else {"transaction_timeout_ms": 900_000}
     )
-    s, feeder = _setup(kafka, target_kafka, n, consumer=consumer, **extra)
+    s, feeder = _setup(kafka, target_kafka, n, **extra)
+    s["consumer"] = kafka.fast_handover(s)  # B takes A's partitions 6 s after A pauses
     shared = {"shared_transactional_id": True} if os.environ.get(SHARED_ID_ENV) == "1" else {}
     a = bridges(
         **s, state_dir=str(tmp_path / "state-a"), faults={"pause_file": pause, **shared}

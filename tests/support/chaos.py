@@ -34,8 +34,13 @@ from devkit.kafka import LocalKafka
 from devkit.kafka.cluster import free_ports
 from tests.support.bridge import BridgeProcess, http_get
 from tests.support.feed import Feeder, caught_up, open_records
-from tests.support.kafka import KafkaFixture, wait_until
+from tests.support.kafka import TEST_BROKER_GROUPS, KafkaFixture, wait_until
 from tests.support.toxiproxy import Toxiproxy
+
+# Bridge settings that make faults resolve quickly: short session and request timeouts.
+REQUEST_TIMEOUT_MS = 5000
+SESSION_TIMEOUT_MS = 6000
+TRANSACTION_TIMEOUT_MS = 10_000
 
 # Broker settings that make faults resolve in seconds, not minutes.
 BROKER_OVERRIDES: dict[str, object] = {
@@ -43,21 +48,32 @@ BROKER_OVERRIDES: dict[str, object] = {
     # A transaction past its timeout is aborted within a second of it, not ten.
     "transaction.abort.timed.out.transaction.cleanup.interval.ms": 1000,
     "group.min.session.timeout.ms": 3000,
+    # group_protocol=consumer (KIP-848, the default): the broker holds the session timeout and
+    # heartbeat; the same 6 s / 1 s the classic members set in the client (FAST_FAULTS).
+    **TEST_BROKER_GROUPS,
+    "group.consumer.session.timeout.ms": SESSION_TIMEOUT_MS,
 }
 
-# Bridge settings that make faults resolve quickly: short session and request timeouts.
-REQUEST_TIMEOUT_MS = 5000
-SESSION_TIMEOUT_MS = 6000
-TRANSACTION_TIMEOUT_MS = 10_000
 FAST_FAULTS: dict[str, object] = {
     # Transactions stay open for a second: long enough for the test to see one and land a
     # fault in it, well below a third of the transaction timeout (config validation).
     "commit_interval": 1.0,
     "transaction_timeout_ms": TRANSACTION_TIMEOUT_MS,
     "kafka": {"socket.timeout.ms": REQUEST_TIMEOUT_MS, "reconnect.backoff.max.ms": 1000},
-    "consumer": {"session.timeout.ms": SESSION_TIMEOUT_MS, "heartbeat.interval.ms": 1000},
     "producer": {"request.timeout.ms": REQUEST_TIMEOUT_MS},
 }
+# Under group_protocol=classic the client sets them (the rig's brokers do under consumer).
+CLASSIC_SESSION: dict[str, object] = {
+    "session.timeout.ms": SESSION_TIMEOUT_MS,
+    "heartbeat.interval.ms": 1000,
+}
+
+
+def fast_faults(protocol: str = "consumer") -> dict[str, object]:
+    """FAST_FAULTS for a group of ``protocol``: the classic one also sets its session timeout."""
+    if protocol == "classic":
+        return {**FAST_FAULTS, "group_protocol": "classic", "consumer": dict(CLASSIC_SESSION)}
+    return {**FAST_FAULTS, "group_protocol": protocol}
 
 
 def java_hash_partition(key: str, partitions: int) -> int:

@@ -8,10 +8,28 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 from confluent_kafka import Consumer, Message, Producer
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    ResourceType,
+)
 
 from app.kafka import topics
 from app.kafka.topics import KafkaRecord
 from app.offsets.group import committed_offsets
+
+# The test brokers' group settings. Under group_protocol=consumer (KIP-848, the bridge's default)
+# the broker, not the client, holds a group's session timeout and heartbeat interval: the
+# defaults (45 s, 5 s) stay, but the lower bounds allow a test's group the 6 s / 1 s its classic
+# twin sets in the client (``fast_handover``). A heartbeat of 1 s makes an assignment change
+# reach the members in about a second, as the classic rebalance's JoinGroup round does.
+TEST_BROKER_GROUPS: dict[str, object] = {
+    "group.consumer.min.session.timeout.ms": 3000,
+    "group.consumer.min.heartbeat.interval.ms": 500,
+    "group.consumer.heartbeat.interval.ms": 1000,
+}
 
 
 def wait_until(condition: Callable[[], bool], timeout: float, what: str, step: float = 0.1) -> None:
@@ -29,6 +47,19 @@ class KafkaFixture:
     def __init__(self, bootstrap: str, replication: int = 1) -> None:
         self.bootstrap = bootstrap
         self.replication = replication
+
+    def fast_handover(
+        self, settings: Mapping[str, Any], session_ms: int = 6000, heartbeat_ms: int = 1000
+    ) -> dict[str, Any]:
+        """A stopped member's partitions move after ``session_ms`` in the group of
+        ``settings``, under either protocol: the consumer settings to merge under ``classic``;
+        under ``consumer`` (the default) the group's broker-side config, set here (a group
+        config may be set before the group exists), and nothing to merge."""
+        timeouts = {"session.timeout.ms": session_ms, "heartbeat.interval.ms": heartbeat_ms}
+        if settings.get("group_protocol", "consumer") == "classic":
+            return {**settings.get("consumer", {}), **timeouts}
+        set_group_config(self.bootstrap, settings["group_id"], timeouts)
+        return dict(settings.get("consumer", {}))
 
     def unique(self, prefix: str) -> str:
         return f"{prefix}-{uuid.uuid4().hex[:10]}"
@@ -103,3 +134,16 @@ class KafkaFixture:
             return sorted(consumer.list_topics(timeout=30).topics)
         finally:
             consumer.close()
+
+
+def set_group_config(bootstrap: str, group: str, timeouts: Mapping[str, int]) -> None:
+    """Set the KIP-848 group configs ``consumer.session.timeout.ms`` and
+    ``consumer.heartbeat.interval.ms`` of ``group`` (IncrementalAlterConfigs, GROUP resource)."""
+    entries = [
+        ConfigEntry(f"consumer.{key}", str(value), incremental_operation=AlterConfigOpType.SET)
+        for key, value in timeouts.items()
+    ]
+    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
+    resource = ConfigResource(ResourceType.GROUP, group, incremental_configs=entries)
+    for future in admin.incremental_alter_configs([resource]).values():
+        future.result(timeout=30)

@@ -10,8 +10,8 @@ from app.kafka.defaults import consumer_config
 BASE = {"input_topics": ["in"], "output_topic": "out"}
 
 
-def test_the_protocol_reaches_the_consumer_and_defaults_to_classic() -> None:
-    assert BridgeSettings(**BASE).group_protocol == "classic"  # type: ignore[arg-type]
+def test_the_protocol_reaches_the_consumer_and_defaults_to_consumer() -> None:
+    assert BridgeSettings(**BASE).group_protocol == "consumer"  # type: ignore[arg-type]
     assert consumer_config("b", "g", None, {}, {}, "consumer")["group.protocol"] == "consumer"
 
 

@@ -80,7 +80,7 @@ def test_check_config_compiles_a_good_pipeline(modules: dict[str, str]) -> None:
 @pytest.mark.parametrize(
     ("env", "line"),
     [
-        ({}, "eos-bridge: group protocol: classic (eager)"),
+        ({}, "eos-bridge: group protocol: consumer (KIP-848, incremental rebalancing)"),
         ({"BRIDGE_GROUP_PROTOCOL": "classic"}, "eos-bridge: group protocol: classic (eager)"),
         (
             {"BRIDGE_GROUP_PROTOCOL": "consumer"},
@@ -93,7 +93,7 @@ def test_check_config_names_the_group_protocol(env: dict[str, str], line: str) -
     assert result.code == 0, result.stderr
     assert line in result.stderr.splitlines()
     shown = json.loads(result.stdout)["group_protocol"]
-    assert shown == env.get("BRIDGE_GROUP_PROTOCOL", "classic")
+    assert shown == env.get("BRIDGE_GROUP_PROTOCOL", "consumer")
 
 
 def test_spec_with_an_unknown_step(tmp_path: Path) -> None:

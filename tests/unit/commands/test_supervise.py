@@ -107,6 +107,9 @@ def test_stuck_call_deadline_follows_the_failover_timeouts() -> None:
     assert stuck_call_deadline(30, {"request.timeout.ms": 8000, "session.timeout.ms": 3000},
                                {}, {}) == 16  # fmt: skip
     assert stuck_call_deadline(5, {}, {"session.timeout.ms": 6000}, {}) == 20, "capped"
+    # group_protocol=consumer: the broker holds the session timeout, read at start-up
+    assert stuck_call_deadline(30, {}, {}, {"request.timeout.ms": 5000}, 6000) == 12
+    assert stuck_call_deadline(30, {}, {}, {}, None) == 45, "the broker did not say: 45 s"
 
 
 def test_child_settings_follow_the_bridges_sources(

@@ -16,11 +16,13 @@ import pytest
 from confluent_kafka import OFFSET_BEGINNING, KafkaError, TopicPartition
 
 from app.engine.checkpoint import Checkpoint
+from app.engine.decoding import consumer_error
 from app.engine.loop import LoopSettings
 from app.engine.transactions import Transactions
 from app.engine.wiring import assemble
 from app.errors import (
     CheckpointAborted,
+    ConfigError,
     InstanceFenced,
     KafkaFatalError,
     OutputRefused,
@@ -454,3 +456,17 @@ def test_a_refused_batch_is_replayed_record_by_record_to_find_the_culprit() -> N
     replay = output.send([small, big])
     assert [f.row.offset for f in replay] == [2]  # only the guilty one is dead-lettered
     assert producer.produced[-1] == ("out", b'{"ok":1}', b"a")
+
+
+def test_a_broker_without_kip848_is_a_settings_error_naming_group_protocol() -> None:
+    """What librdkafka 2.16 delivers when the coordinator has no ConsumerGroupHeartbeat (seen on
+    a Kafka 4.4 broker with group.coordinator.rebalance.protocols=classic): code _FATAL, which a
+    fenced static member also gets; the bridge exits 2 naming the setting, not 5 "fenced"."""
+    text = (
+        "Fatal error: Broker: API version not supported: ConsumerGroupHeartbeat fatal error: "
+        "Broker: API version not supported"
+    )
+    with pytest.raises(ConfigError, match=r"^group_protocol=consumer \(BRIDGE_GROUP_PROTOCOL\)"):
+        consumer_error(KafkaError(KafkaError._FATAL, text), "i0")
+    with pytest.raises(InstanceFenced):  # the same code without the API's name: a fence
+        consumer_error(KafkaError(KafkaError._FATAL, "Fatal error: Broker: fenced"), "i0")
