@@ -80,8 +80,14 @@ def consumer_config(
     its old assignment at once instead of waiting out the session timeout.
     """
     static = {"group.instance.id": static_member_id} if static_member_id else {}
+    # KIP-848: the broker's range assignor, as librdkafka's classic default (range) assigns:
+    # each member a share of every topic, the same partition numbers of co-partitioned topics
+    # (the broker's default, uniform, may give one member all of one topic: a regrouped
+    # pipeline's repartition partitions, which hold its state, all on one instance).
+    assignor = {"group.remote.assignor": "range"} if group_protocol == "consumer" else {}
     return {
         **static,
+        **assignor,
         **CONSUMER_DEFAULTS,
         **common,
         **extra,

@@ -12,7 +12,11 @@ BASE = {"input_topics": ["in"], "output_topic": "out"}
 
 def test_the_protocol_reaches_the_consumer_and_defaults_to_consumer() -> None:
     assert BridgeSettings(**BASE).group_protocol == "consumer"  # type: ignore[arg-type]
-    assert consumer_config("b", "g", None, {}, {}, "consumer")["group.protocol"] == "consumer"
+    conf = consumer_config("b", "g", None, {}, {}, "consumer")
+    assert conf["group.protocol"] == "consumer" and conf["group.remote.assignor"] == "range"
+    assert "group.remote.assignor" not in consumer_config("b", "g", None, {}, {}, "classic")
+    chosen = consumer_config("b", "g", None, {}, {"group.remote.assignor": "uniform"}, "consumer")
+    assert chosen["group.remote.assignor"] == "uniform"  # the user's choice wins
 
 
 @pytest.mark.parametrize(
