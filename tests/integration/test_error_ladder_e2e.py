@@ -120,6 +120,8 @@ def test_live_twin_with_the_same_instance_id_is_refused(
     id, the other keeps going; exactly once holds."""
     src, out, dlq = bridge_topics(kafka)
     settings = base_settings(kafka, src, out, dlq)
+    # KIP-848: the refused twin waits the group's session timeout (+ 15 s) before exit 5
+    settings["consumer"] = kafka.fast_handover(settings)
     first = bridges(**settings).start()
     _phase(kafka, src, 0)
     wait_caught_up(kafka, settings["group_id"], src, 120, [first])
