@@ -106,11 +106,12 @@ def release_id(settings: BridgeSettings) -> bool:
     except LeaveFailed as exc:
         log.warning("could not release instance_id %r: %s", settings.instance_id, exc)
         return False
-    log.warning(
-        "group %r, instance_id %r: held by a member that never left (this instance's earlier "
-        "process, killed, or a live twin); removed it and joining again at once",
-        *member,
-    )
+    if removed:
+        log.warning(
+            "group %r, instance_id %r: held by a member that never left (this instance's "
+            "earlier process, killed, or a live twin); removed it and joining again at once",
+            *member,
+        )
     return removed
 
 
